@@ -1,0 +1,47 @@
+"""transformer_edu: the encoder-decoder Transformer, built to be read.
+
+Mask polarity everywhere in this package: boolean, True = "may attend".
+"""
+
+from .attention import MultiHeadAttention, scaled_dot_product_attention
+from .config import TransformerConfig
+from .embeddings import (
+    LearnedPositionalEncoding,
+    NoPositionalEncoding,
+    SinusoidalPositionalEncoding,
+    TokenEmbedding,
+    sinusoidal_table,
+)
+from .feed_forward import PositionwiseFeedForward
+from .layers import DecoderLayer, EncoderLayer
+from .masks import (
+    causal_mask,
+    combine_masks,
+    from_torch_mask,
+    key_padding_from_torch,
+    padding_mask,
+    target_mask,
+    to_torch_mask,
+)
+from .model import (
+    Decoder,
+    Encoder,
+    EncoderDecoder,
+    Generator,
+    Transformer,
+    count_parameters,
+    make_model,
+)
+from .norm import LayerNorm
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Decoder", "DecoderLayer", "Encoder", "EncoderDecoder", "EncoderLayer",
+    "Generator", "LayerNorm", "LearnedPositionalEncoding", "MultiHeadAttention",
+    "NoPositionalEncoding", "PositionwiseFeedForward", "SinusoidalPositionalEncoding",
+    "TokenEmbedding", "Transformer", "TransformerConfig", "causal_mask",
+    "combine_masks", "count_parameters", "from_torch_mask", "key_padding_from_torch",
+    "make_model", "padding_mask", "scaled_dot_product_attention", "sinusoidal_table",
+    "target_mask", "to_torch_mask",
+]  # fmt: skip

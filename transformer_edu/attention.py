@@ -1,0 +1,218 @@
+"""Scaled dot-product attention and multi-head attention.
+
+Two paths compute the same thing: a reference path written out step by step (what the
+book teaches, and the one that can hand back the attention weights) and a fast path
+through ``F.scaled_dot_product_attention`` (nanoGPT's ``flash`` flag). Tests prove that
+they agree. Masks are boolean with True = may attend (see ``masks.py``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .masks import causal_mask, check_mask, combine_masks
+
+
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+) -> tuple[Tensor, Tensor]:
+    """softmax(Q Kᵀ / sqrt(d_k)) V, returning the output and the attention weights.
+
+    Shape: query (..., T, d_k), key (..., S, d_k), value (..., S, d_v),
+    mask broadcastable to (..., T, S) with True = may attend
+    -> output (..., T, d_v), weights (..., T, S) (before dropout).
+    """
+    d_k = query.size(-1)
+    # 1) similarity of every query with every key; dividing by sqrt(d_k) keeps the
+    #    variance of the scores near 1 whatever the head size
+    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., T, S)
+    if mask is not None:
+        # 2) blocked keys get the dtype's most negative finite value, not -inf, so a
+        #    row with every key blocked stays finite instead of turning into NaN
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    # 3) normalise over the keys: each query's weights sum to 1
+    weights = scores.softmax(dim=-1)  # (..., T, S)
+    if mask is not None:
+        # 4) blocked keys get exactly 0, and a fully blocked row attends to nothing
+        weights = weights.masked_fill(~mask, 0.0)
+    # 5) the output is the weighted average of the values
+    dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
+    return dropped @ value, weights  # (..., T, d_v), (..., T, S)
+
+
+class MultiHeadAttention(nn.Module):
+    """H attention heads of size d_model / H side by side, then one output projection.
+
+    Set ``record_weights = True`` to keep the last forward's weights in
+    ``attn_weights`` (B, H, T, S); it switches to the reference path, so it costs
+    nothing when off. ``fast=False`` forces the reference path.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        fused_qkv: bool = False,
+        fast: bool = True,
+    ):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
+        self.dropout, self.fused_qkv, self.fast = dropout, fused_qkv, fast
+        if fused_qkv:
+            self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
+        else:
+            self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+            self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+            self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.record_weights = False
+        self.attn_weights: Tensor | None = None
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        """(B, L, D) -> (B, H, L, Dh): head h gets features h*Dh .. (h+1)*Dh - 1."""
+        B, L, _ = x.shape
+        return x.view(B, L, self.n_heads, self.d_k).transpose(1, 2)  # (B, H, L, Dh)
+
+    def combine_heads(self, x: Tensor) -> Tensor:
+        """(B, H, L, Dh) -> (B, L, D): the inverse of ``split_heads``."""
+        B, _, L, _ = x.shape
+        return x.transpose(1, 2).reshape(B, L, self.d_model)  # (B, L, D)
+
+    def _weights(
+        self,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor | None, Tensor | None, Tensor | None]:
+        """W_q, W_k, W_v and their biases, whether stored fused or separately."""
+        if self.fused_qkv:
+            w_q, w_k, w_v = self.qkv_proj.weight.chunk(3)
+            b = self.qkv_proj.bias
+            b_q, b_k, b_v = (None, None, None) if b is None else b.chunk(3)
+            return w_q, w_k, w_v, b_q, b_k, b_v
+        return (
+            self.q_proj.weight, self.k_proj.weight, self.v_proj.weight,
+            self.q_proj.bias, self.k_proj.bias, self.v_proj.bias,
+        )  # fmt: skip
+
+    def project_q(self, query: Tensor) -> Tensor:
+        """Queries in heads: (B, T, D) -> (B, H, T, Dh)."""
+        w_q, _, _, b_q, _, _ = self._weights()
+        return self.split_heads(F.linear(query, w_q, b_q))
+
+    def project_kv(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values in heads: (B, S, D) -> two (B, H, S, Dh) (cacheable)."""
+        _, w_k, w_v, _, b_k, b_v = self._weights()
+        if key is value and self.fused_qkv:
+            kv = F.linear(key, self.qkv_proj.weight[self.d_model :],
+                          None if self.qkv_proj.bias is None
+                          else self.qkv_proj.bias[self.d_model :])  # fmt: skip
+            k, v = kv.chunk(2, dim=-1)  # (B, S, D) each
+        else:
+            k, v = F.linear(key, w_k, b_k), F.linear(value, w_v, b_v)
+        return self.split_heads(k), self.split_heads(v)
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor | None = None,
+        value: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        is_causal: bool = False,
+        kv: tuple[Tensor, Tensor] | None = None,
+    ) -> Tensor:
+        """Attend from ``query`` to ``key``/``value`` (self-attention when omitted).
+
+        ``kv`` passes keys and values already projected into heads (a cache), instead
+        of ``key``/``value``.
+
+        Shape: query (B, T, D), key and value (B, S, D), attn_mask broadcastable to
+        (B, H, T, S) with True = may attend -> (B, T, D).
+        """
+        if query.dim() != 3 or query.size(-1) != self.d_model:
+            raise ValueError(
+                f"query must be (B, T, d_model={self.d_model}), got {tuple(query.shape)}"
+            )
+        if kv is None:
+            key = query if key is None else key
+            value = key if value is None else value
+            if (
+                key.dim() != 3
+                or key.shape[0] != query.shape[0]
+                or key.shape[-1] != self.d_model
+            ):
+                raise ValueError(
+                    f"key must be (B={query.shape[0]}, S, d_model={self.d_model}), "
+                    f"got {tuple(key.shape)}"
+                )
+            if value.shape != key.shape:
+                raise ValueError(
+                    f"value shape {tuple(value.shape)} differs from key shape {tuple(key.shape)}"
+                )
+        B, T, _ = query.shape
+        # 1) project: queries from `query`, keys and values from `key`/`value`,
+        #    each split into H heads of size Dh (one matmul for all heads)
+        if kv is None and self.fused_qkv and query is key and key is value:
+            q, k, v = self.qkv_proj(query).chunk(3, dim=-1)  # (B, T, D) each
+            q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)
+        else:
+            q = self.project_q(query)  # (B, H, T, Dh)
+            k, v = self.project_kv(key, value) if kv is None else kv  # (B, H, S, Dh)
+        S = k.size(2)
+        if T == 0 or S == 0:
+            raise ValueError(f"attention over an empty sequence: T={T}, S={S}")
+        mask = attn_mask
+        if is_causal:
+            mask = combine_masks(mask, causal_mask(T, query.device, key_size=S))
+        if mask is not None:
+            check_mask(mask, B, self.n_heads, T, S)
+        p = self.dropout if self.training else 0.0
+        # 2) attend in every head at once
+        if self.record_weights or not self.fast:
+            out, weights = scaled_dot_product_attention(q, k, v, mask, p)
+            self.attn_weights = weights.detach() if self.record_weights else None
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+            if mask is not None:
+                # a query with no allowed key gets 0, as on the reference path
+                out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+        # 3) concatenate the heads and mix them with W_o
+        return self.out_proj(self.combine_heads(out))  # (B, T, D)
+
+    @classmethod
+    def from_torch(
+        cls, m: nn.MultiheadAttention, fused_qkv: bool = False, fast: bool = True
+    ) -> MultiHeadAttention:
+        """A MultiHeadAttention carrying exactly the weights of ``m`` (batch first)."""
+        if not m._qkv_same_embed_dim:
+            raise ValueError("from_torch needs kdim == vdim == embed_dim")
+        if m.bias_k is not None or m.add_zero_attn:
+            raise ValueError("from_torch does not support add_bias_kv or add_zero_attn")
+        bias = m.in_proj_bias is not None
+        ours = cls(m.embed_dim, m.num_heads, m.dropout, bias, fused_qkv, fast)
+        ours.to(device=m.in_proj_weight.device, dtype=m.in_proj_weight.dtype)
+        with torch.no_grad():
+            if fused_qkv:
+                ours.qkv_proj.weight.copy_(m.in_proj_weight)
+                if bias:
+                    ours.qkv_proj.bias.copy_(m.in_proj_bias)
+            else:
+                projs = (ours.q_proj, ours.k_proj, ours.v_proj)
+                for proj, w in zip(projs, m.in_proj_weight.chunk(3), strict=True):
+                    proj.weight.copy_(w)
+                if bias:
+                    for proj, b in zip(projs, m.in_proj_bias.chunk(3), strict=True):
+                        proj.bias.copy_(b)
+            ours.out_proj.weight.copy_(m.out_proj.weight)
+            if bias:
+                ours.out_proj.bias.copy_(m.out_proj.bias)
+        return ours

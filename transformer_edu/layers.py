@@ -1,0 +1,186 @@
+"""One encoder block and one decoder block, post-LN (the paper) or pre-LN."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .attention import MultiHeadAttention
+from .feed_forward import PositionwiseFeedForward
+from .norm import LayerNorm
+
+
+def _residual(
+    x: Tensor, sublayer: Callable[[Tensor], Tensor], norm: LayerNorm,
+    dropout: nn.Dropout, norm_first: bool,
+) -> Tensor:  # fmt: skip
+    """Post-LN: LayerNorm(x + Sublayer(x)) (the paper). Pre-LN: x + Sublayer(LayerNorm(x))."""
+    if norm_first:
+        return x + dropout(sublayer(norm(x)))
+    return norm(x + dropout(sublayer(x)))
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention then a feed-forward network, each wrapped in add & norm.
+
+    Shape: x (B, S, D), src_mask broadcastable to (B, H, S, S) -> (B, S, D).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        layer_norm_eps: float = 1e-5,
+        fused_qkv: bool = False,
+        fast_attention: bool = True,
+    ):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(
+            d_model, n_heads, dropout, fused_qkv=fused_qkv, fast=fast_attention
+        )
+        self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.norm1 = LayerNorm(d_model, layer_norm_eps)
+        self.norm2 = LayerNorm(d_model, layer_norm_eps)
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, src_mask: Tensor | None = None) -> Tensor:
+        # 1) every token looks at every (unmasked) token of the same sentence
+        x = _residual(
+            x, lambda h: self.self_attn(h, h, h, src_mask), self.norm1, self.dropout1,
+            self.norm_first,
+        )  # fmt: skip
+        # 2) then each token is transformed on its own
+        return _residual(x, self.ffn, self.norm2, self.dropout2, self.norm_first)
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, cross-attention to the encoder output, feed-forward.
+
+    ``cache`` (a dict, one per layer) enables incremental decoding: pass only the new
+    target positions; past keys/values and the memory's keys/values are kept in it.
+
+    Shape: x (B, T, D), memory (B, S, D), tgt_mask (B, H, T, T) and memory_mask
+    (B, H, T, S), both broadcastable -> (B, T, D).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        layer_norm_eps: float = 1e-5,
+        fused_qkv: bool = False,
+        fast_attention: bool = True,
+    ):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(
+            d_model, n_heads, dropout, fused_qkv=fused_qkv, fast=fast_attention
+        )
+        self.cross_attn = MultiHeadAttention(
+            d_model, n_heads, dropout, fused_qkv=fused_qkv, fast=fast_attention
+        )
+        self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.norm1 = LayerNorm(d_model, layer_norm_eps)
+        self.norm2 = LayerNorm(d_model, layer_norm_eps)
+        self.norm3 = LayerNorm(d_model, layer_norm_eps)
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+        self.dropout3 = nn.Dropout(dropout)
+
+    def _self_attention(
+        self, h: Tensor, tgt_mask: Tensor | None, cache: dict | None
+    ) -> Tensor:
+        if cache is None:
+            return self.self_attn(h, h, h, tgt_mask)
+        # incremental: the new positions' keys/values join those of the past ones
+        k, v = self.self_attn.project_kv(h, h)  # (B, H, t, Dh)
+        if "self_kv" in cache:
+            k = torch.cat([cache["self_kv"][0], k], dim=2)  # (B, H, past + t, Dh)
+            v = torch.cat([cache["self_kv"][1], v], dim=2)
+        cache["self_kv"] = (k, v)
+        return self.self_attn(h, attn_mask=tgt_mask, kv=(k, v))
+
+    def _cross_attention(
+        self, h: Tensor, memory: Tensor, memory_mask: Tensor | None, cache: dict | None
+    ) -> Tensor:
+        if cache is None:
+            return self.cross_attn(h, memory, memory, memory_mask)
+        if "memory_kv" not in cache:  # the encoder output does not change: project once
+            cache["memory_kv"] = self.cross_attn.project_kv(memory, memory)
+        return self.cross_attn(h, attn_mask=memory_mask, kv=cache["memory_kv"])
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        cache: dict | None = None,
+    ) -> Tensor:
+        # 1) each target position looks at itself and earlier positions only
+        x = _residual(
+            x, lambda h: self._self_attention(h, tgt_mask, cache), self.norm1,
+            self.dropout1, self.norm_first,
+        )  # fmt: skip
+        # 2) queries from the decoder, keys and values from the encoder output
+        x = _residual(
+            x, lambda h: self._cross_attention(h, memory, memory_mask, cache),
+            self.norm2, self.dropout2, self.norm_first,
+        )  # fmt: skip
+        # 3) position-wise feed-forward
+        return _residual(x, self.ffn, self.norm3, self.dropout3, self.norm_first)
+
+
+def _copy_(dst: Tensor, src: Tensor | None, name: str) -> None:
+    if src is None:
+        raise ValueError(f"{name}: the source module has no such parameter")
+    if dst.shape != src.shape:
+        raise ValueError(f"{name}: shape {tuple(src.shape)} != ours {tuple(dst.shape)}")
+    dst.copy_(src)
+
+
+def _check_torch_layer(layer: nn.Module) -> None:
+    if (
+        getattr(layer, "activation_relu_or_gelu", 1) != 1
+        and layer.activation is not F.relu
+    ):
+        raise ValueError(
+            f"from_torch supports ReLU only, got activation {layer.activation}"
+        )
+
+
+def copy_torch_layer_(ours: nn.Module, theirs: nn.Module) -> None:
+    """Copy an nn.Transformer{Encoder,Decoder}Layer's weights into ours, in place."""
+    _check_torch_layer(theirs)
+    pairs = [("self_attn", "self_attn")]
+    if isinstance(ours, DecoderLayer):
+        pairs.append(("cross_attn", "multihead_attn"))
+    with torch.no_grad():
+        for mine, their in pairs:
+            fresh = MultiHeadAttention.from_torch(
+                getattr(theirs, their), ours.self_attn.fused_qkv, ours.self_attn.fast
+            )
+            getattr(ours, mine).load_state_dict(fresh.state_dict())
+        for i in (1, 2):
+            lin, their_lin = (
+                getattr(ours.ffn, f"linear{i}"),
+                getattr(theirs, f"linear{i}"),
+            )
+            _copy_(lin.weight, their_lin.weight, f"linear{i}.weight")
+            _copy_(lin.bias, their_lin.bias, f"linear{i}.bias")
+        n_norms = 3 if isinstance(ours, DecoderLayer) else 2
+        for i in range(1, n_norms + 1):
+            norm, their_norm = getattr(ours, f"norm{i}"), getattr(theirs, f"norm{i}")
+            _copy_(norm.weight, their_norm.weight, f"norm{i}.weight")
+            _copy_(norm.bias, their_norm.bias, f"norm{i}.bias")

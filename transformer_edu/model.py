@@ -1,0 +1,290 @@
+"""The assembled encoder-decoder Transformer (Vaswani et al., 2017)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from .attention import MultiHeadAttention
+from .config import TransformerConfig
+from .embeddings import POSITIONAL_ENCODINGS, TokenEmbedding
+from .layers import DecoderLayer, EncoderLayer, copy_torch_layer_
+from .masks import causal_mask, padding_mask, target_mask
+from .norm import LayerNorm
+
+
+def _stack_kwargs(layer: nn.Module) -> dict:
+    """The constructor arguments of ours that match an nn.Transformer*Layer."""
+    attn = layer.self_attn
+    return dict(
+        d_model=attn.embed_dim,
+        n_heads=attn.num_heads,
+        d_ff=layer.linear1.out_features,
+        dropout=layer.dropout.p,
+        norm_first=layer.norm_first,
+        layer_norm_eps=layer.norm1.eps,
+    )
+
+
+class Encoder(nn.Module):
+    """N encoder layers, and a final LayerNorm if ``final_norm`` (pre-LN needs it).
+
+    Shape: x (B, S, D) embedded source, src_mask broadcastable to (B, H, S, S) -> (B, S, D).
+    """
+
+    def __init__(
+        self,
+        n_layers: int,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        final_norm: bool | None = None,
+        layer_norm_eps: float = 1e-5,
+        fused_qkv: bool = False,
+        fast_attention: bool = True,
+    ):
+        super().__init__()
+        self.layers = nn.ModuleList(
+            EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first, layer_norm_eps,
+                         fused_qkv, fast_attention)
+            for _ in range(n_layers)
+        )  # fmt: skip
+        final_norm = norm_first if final_norm is None else final_norm
+        self.norm = LayerNorm(d_model, layer_norm_eps) if final_norm else None
+
+    def forward(self, x: Tensor, src_mask: Tensor | None = None) -> Tensor:
+        for layer in self.layers:
+            x = layer(x, src_mask)
+        return x if self.norm is None else self.norm(x)
+
+    @classmethod
+    def from_torch(cls, e: nn.TransformerEncoder, **kwargs) -> Encoder:
+        """An Encoder carrying exactly the weights of ``e`` (ReLU; we are batch first)."""
+        ours = cls(len(e.layers), final_norm=e.norm is not None,
+                   **_stack_kwargs(e.layers[0]), **kwargs)  # fmt: skip
+        ours.to(e.layers[0].linear1.weight.device, e.layers[0].linear1.weight.dtype)
+        for mine, theirs in zip(ours.layers, e.layers, strict=True):
+            copy_torch_layer_(mine, theirs)
+        if e.norm is not None:
+            ours.norm.load_state_dict(LayerNorm.from_torch(e.norm).state_dict())
+        return ours
+
+
+class Decoder(nn.Module):
+    """N decoder layers, and a final LayerNorm if ``final_norm``.
+
+    ``cache`` is a list with one dict per layer for incremental decoding (see
+    ``DecoderLayer``); create it with ``Decoder.new_cache()``.
+
+    Shape: x (B, T, D) embedded target, memory (B, S, D), tgt_mask (B, H, T, T),
+    memory_mask (B, H, T, S) -> (B, T, D).
+    """
+
+    def __init__(
+        self,
+        n_layers: int,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        final_norm: bool | None = None,
+        layer_norm_eps: float = 1e-5,
+        fused_qkv: bool = False,
+        fast_attention: bool = True,
+    ):
+        super().__init__()
+        self.layers = nn.ModuleList(
+            DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, layer_norm_eps,
+                         fused_qkv, fast_attention)
+            for _ in range(n_layers)
+        )  # fmt: skip
+        final_norm = norm_first if final_norm is None else final_norm
+        self.norm = LayerNorm(d_model, layer_norm_eps) if final_norm else None
+
+    def new_cache(self) -> list[dict]:
+        return [{} for _ in self.layers]
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        cache: list[dict] | None = None,
+    ) -> Tensor:
+        if cache is not None and len(cache) != len(self.layers):
+            raise ValueError(
+                f"cache has {len(cache)} entries for {len(self.layers)} layers"
+            )
+        for i, layer in enumerate(self.layers):
+            x = layer(
+                x, memory, tgt_mask, memory_mask, None if cache is None else cache[i]
+            )
+        return x if self.norm is None else self.norm(x)
+
+    @classmethod
+    def from_torch(cls, d: nn.TransformerDecoder, **kwargs) -> Decoder:
+        """A Decoder carrying exactly the weights of ``d`` (ReLU; we are batch first)."""
+        ours = cls(len(d.layers), final_norm=d.norm is not None,
+                   **_stack_kwargs(d.layers[0]), **kwargs)  # fmt: skip
+        ours.to(d.layers[0].linear1.weight.device, d.layers[0].linear1.weight.dtype)
+        for mine, theirs in zip(ours.layers, d.layers, strict=True):
+            copy_torch_layer_(mine, theirs)
+        if d.norm is not None:
+            ours.norm.load_state_dict(LayerNorm.from_torch(d.norm).state_dict())
+        return ours
+
+
+class Generator(nn.Module):
+    """The final linear layer: decoder vectors to unnormalised scores over the vocabulary.
+
+    Shape: (B, T, D) -> (B, T, V) logits (apply log_softmax for log-probabilities).
+    """
+
+    def __init__(self, d_model: int, vocab_size: int):
+        super().__init__()
+        self.proj = nn.Linear(d_model, vocab_size)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.proj(x)
+
+
+class Transformer(nn.Module):
+    """Embeddings + positional encoding, encoder, decoder and generator.
+
+    Masks are built from the token ids (PAD = ``config.pad_idx``), so ``forward`` takes
+    only tokens. Attention weights of every layer and head are kept after a forward
+    pass when ``record_attention(True)`` is on (see ``attention_weights``).
+
+    Shape: src (B, S), tgt (B, T) token ids -> logits (B, T, tgt_vocab_size).
+    """
+
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.config = c = config
+        self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_idx)
+        self.tgt_embed = (
+            self.src_embed
+            if c.share_embeddings
+            else TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_idx)
+        )
+        pe = POSITIONAL_ENCODINGS[c.positional]
+        self.src_pos = pe(c.d_model, c.max_len, c.dropout)
+        self.tgt_pos = pe(c.d_model, c.max_len, c.dropout)
+        stack = dict(
+            d_model=c.d_model, n_heads=c.n_heads, d_ff=c.d_ff, dropout=c.dropout,
+            norm_first=c.norm_first, final_norm=c.use_final_norm,
+            layer_norm_eps=c.layer_norm_eps, fused_qkv=c.fused_qkv,
+            fast_attention=c.fast_attention,
+        )  # fmt: skip
+        self.encoder = Encoder(c.n_encoder_layers, **stack)
+        self.decoder = Decoder(c.n_decoder_layers, **stack)
+        self.generator = Generator(c.d_model, c.tgt_vocab_size)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform for every matrix (as the Annotated Transformer), zero biases
+        of the projections kept as PyTorch's default, PAD rows of embeddings zeroed."""
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+        with torch.no_grad():
+            for emb in {self.src_embed, self.tgt_embed}:
+                emb.weight[self.config.pad_idx].zero_()
+        if self.config.tie_generator:
+            # paper §3.4: the pre-softmax projection shares the target embedding matrix
+            self.generator.proj.weight = self.tgt_embed.weight
+
+    # -- the three steps, usable one at a time (decoding calls them separately) --
+
+    def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
+        """Source ids (B, S) -> memory (B, S, D) and its padding mask (B, 1, 1, S)."""
+        src_mask = padding_mask(src, self.config.pad_idx)  # (B, 1, 1, S)
+        memory = self.encoder(self.src_pos(self.src_embed(src)), src_mask)
+        return memory, src_mask
+
+    def decode(
+        self,
+        tgt: Tensor,
+        memory: Tensor,
+        src_mask: Tensor | None,
+        cache: list[dict] | None = None,
+        offset: int = 0,
+    ) -> Tensor:
+        """Target ids (B, T) -> decoder output (B, T, D).
+
+        Without a cache ``tgt`` is the whole prefix. With a cache it holds only the new
+        positions, starting at position ``offset``; no look-ahead mask is needed then,
+        as the cache holds only the past.
+        """
+        if cache is None:
+            tgt_mask = target_mask(tgt, self.config.pad_idx)  # (B, 1, T, T)
+        else:
+            tgt_mask = causal_mask(
+                tgt.size(1), tgt.device, key_size=offset + tgt.size(1)
+            )
+        x = self.tgt_pos(self.tgt_embed(tgt), offset=offset)  # (B, T, D)
+        return self.decoder(x, memory, tgt_mask, src_mask, cache)
+
+    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
+        if src.dim() == 2 and tgt.dim() == 2 and src.size(0) != tgt.size(0):
+            raise ValueError(
+                f"src has batch size {src.size(0)} but tgt has {tgt.size(0)}"
+            )
+        memory, src_mask = self.encode(src)
+        return self.generator(self.decode(tgt, memory, src_mask))  # (B, T, V)
+
+    # -- looking inside --
+
+    def attention_modules(self) -> dict[str, list[MultiHeadAttention]]:
+        """The attention modules by kind: encoder_self, decoder_self, cross."""
+        return {
+            "encoder_self": [layer.self_attn for layer in self.encoder.layers],
+            "decoder_self": [layer.self_attn for layer in self.decoder.layers],
+            "cross": [layer.cross_attn for layer in self.decoder.layers],
+        }
+
+    def record_attention(self, enabled: bool = True) -> Transformer:
+        """Keep (or stop keeping) every layer's and head's attention weights."""
+        for mods in self.attention_modules().values():
+            for m in mods:
+                m.record_weights, m.attn_weights = enabled, None
+        return self
+
+    def attention_weights(self) -> dict[str, list[Tensor]]:
+        """Weights from the last forward: kind -> one (B, H, T_q, T_k) tensor per layer."""
+        out = {}
+        for kind, mods in self.attention_modules().items():
+            if any(m.attn_weights is None for m in mods):
+                raise RuntimeError(
+                    "no attention weights recorded: call model.record_attention(True) "
+                    "before the forward pass"
+                )
+            out[kind] = [m.attn_weights for m in mods]
+        return out
+
+
+EncoderDecoder = Transformer
+
+
+def make_model(
+    src_vocab_size: int, tgt_vocab_size: int, n_layers: int | None = None, **kwargs
+) -> Transformer:
+    """Build and initialise a Transformer; ``n_layers`` sets both stacks at once.
+
+    Other keyword arguments are ``TransformerConfig`` fields (defaults: the paper's base).
+    """
+    if n_layers is not None:
+        kwargs.setdefault("n_encoder_layers", n_layers)
+        kwargs.setdefault("n_decoder_layers", n_layers)
+    return Transformer(TransformerConfig(src_vocab_size, tgt_vocab_size, **kwargs))
+
+
+def count_parameters(module: nn.Module, trainable_only: bool = True) -> int:
+    """Number of parameters, each shared (tied) tensor counted once."""
+    return sum(
+        p.numel() for p in module.parameters() if p.requires_grad or not trainable_only
+    )
