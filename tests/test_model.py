@@ -173,15 +173,15 @@ def test_learned_and_no_positional_encoding_variants():
 
 def test_bad_inputs_give_clear_errors():
     model = _tiny(max_len=10)
-    with pytest.raises(ValueError, match="id 13, outside the vocabulary of size 13"):
+    with pytest.raises(ValueError, match=r"src contains token id 13 .*vocab_size=13"):
         model(torch.tensor([[1, 13]]), torch.tensor([[1, 2]]))
-    with pytest.raises(ValueError, match="id 17, outside the vocabulary of size 17"):
+    with pytest.raises(ValueError, match=r"tgt contains token id 17 .*vocab_size=17"):
         model(torch.tensor([[1, 2]]), torch.tensor([[1, 17]]))
     with pytest.raises(ValueError, match="sequence length 11 exceeds .*max_len=10"):
         model(torch.ones(1, 11, dtype=torch.long), torch.tensor([[1, 2]]))
-    with pytest.raises(ValueError, match="empty"):
+    with pytest.raises(ValueError, match="src is an empty batch"):
         model(torch.ones(0, 3, dtype=torch.long), torch.ones(0, 2, dtype=torch.long))
-    with pytest.raises(ValueError, match="empty"):
+    with pytest.raises(ValueError, match="src has length 0"):
         model(torch.ones(2, 0, dtype=torch.long), torch.ones(2, 2, dtype=torch.long))
     with pytest.raises(ValueError, match="batch size 2 but tgt has 3"):
         model(torch.ones(2, 3, dtype=torch.long), torch.ones(3, 2, dtype=torch.long))

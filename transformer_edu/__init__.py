@@ -45,3 +45,15 @@ __all__ = [
     "make_model", "padding_mask", "scaled_dot_product_attention", "sinusoidal_table",
     "target_mask", "to_torch_mask",
 ]  # fmt: skip
+
+from . import data, decoding, seq2seq, training  # noqa: E402
+from .data import Pair, Vocab, build_vocabs, load_corpus, segment  # noqa: E402
+from .decoding import beam_search, greedy_decode, translate  # noqa: E402
+from .seq2seq import Seq2Seq  # noqa: E402
+from .training import TrainConfig, train, train_toy_model  # noqa: E402
+
+__all__ += [
+    "Pair", "Seq2Seq", "TrainConfig", "Vocab", "beam_search", "build_vocabs", "data",
+    "decoding", "greedy_decode", "load_corpus", "segment", "seq2seq", "train",
+    "train_toy_model", "training", "translate",
+]  # fmt: skip

@@ -9,22 +9,30 @@ from torch import Tensor, nn
 
 
 def check_token_ids(tokens: Tensor, vocab_size: int, name: str = "tokens") -> None:
-    """Raise ValueError for ids outside [0, vocab_size) or an empty batch/sequence."""
+    """Raise ValueError unless ``tokens`` is a non-empty (B, L) batch of ids < vocab_size.
+
+    Checked here, on the CPU side, so a bad id is a clear error instead of an
+    index error (or a CUDA device-side assert) from deep inside the embedding.
+    """
     if tokens.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8):
-        raise ValueError(f"{name} must be integer token ids, got dtype {tokens.dtype}")
-    if tokens.dim() != 2:
-        raise ValueError(f"{name} must have shape (B, L), got {tuple(tokens.shape)}")
-    if tokens.numel() == 0:
         raise ValueError(
-            f"{name} is empty: shape {tuple(tokens.shape)} (batch size and length "
-            "must both be at least 1)"
+            f"{name} must hold integer token ids, got dtype={tokens.dtype}"
         )
+    if tokens.dim() != 2:
+        raise ValueError(
+            f"{name} must have shape (B, L), got {tuple(tokens.shape)} "
+            f"({tokens.dim()} dims)"
+        )
+    if tokens.size(0) == 0:
+        raise ValueError(f"{name} is an empty batch: shape {tuple(tokens.shape)}")
+    if tokens.size(1) == 0:
+        raise ValueError(f"{name} has length 0: shape {tuple(tokens.shape)}")
     lo, hi = int(tokens.min()), int(tokens.max())
     if lo < 0 or hi >= vocab_size:
-        bad = lo if lo < 0 else hi
+        bad = hi if hi >= vocab_size else lo
         raise ValueError(
-            f"{name} contains id {bad}, outside the vocabulary of size {vocab_size} "
-            f"(valid ids are 0..{vocab_size - 1})"
+            f"{name} contains token id {bad} (min id {lo}, max id {hi}) but the "
+            f"embedding has vocab_size={vocab_size} (valid ids 0..{vocab_size - 1})"
         )
 
 
@@ -34,8 +42,11 @@ class TokenEmbedding(nn.Module):
     Shape: tokens (B, L) int64 -> (B, L, D).
     """
 
-    def __init__(self, vocab_size: int, d_model: int, padding_idx: int | None = 0):
+    def __init__(
+        self, vocab_size: int, d_model: int, padding_idx: int | None = 0, name="tokens"
+    ):
         super().__init__()
+        self.name = name  # how errors refer to the input ("src", "tgt")
         self.vocab_size, self.d_model, self.padding_idx = (
             vocab_size,
             d_model,
@@ -49,7 +60,7 @@ class TokenEmbedding(nn.Module):
         return self.embedding.weight
 
     def forward(self, tokens: Tensor) -> Tensor:
-        check_token_ids(tokens, self.vocab_size)
+        check_token_ids(tokens, self.vocab_size, self.name)
         x = self.embedding(tokens) * self.scale  # (B, L, D)
         if self.padding_idx is not None:
             # padding_idx keeps the row's gradient at zero, but weight tying or init can

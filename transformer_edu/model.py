@@ -165,11 +165,11 @@ class Transformer(nn.Module):
     def __init__(self, config: TransformerConfig):
         super().__init__()
         self.config = c = config
-        self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_idx)
+        self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_idx, "src")
         self.tgt_embed = (
             self.src_embed
             if c.share_embeddings
-            else TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_idx)
+            else TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_idx, "tgt")
         )
         pe = POSITIONAL_ENCODINGS[c.positional]
         self.src_pos = pe(c.d_model, c.max_len, c.dropout)
@@ -213,29 +213,36 @@ class Transformer(nn.Module):
         src_mask: Tensor | None,
         cache: list[dict] | None = None,
         offset: int = 0,
+        tgt_mask: Tensor | None = None,
     ) -> Tensor:
         """Target ids (B, T) -> decoder output (B, T, D).
 
         Without a cache ``tgt`` is the whole prefix. With a cache it holds only the new
-        positions, starting at position ``offset``; no look-ahead mask is needed then,
-        as the cache holds only the past.
+        positions, starting at position ``offset``, and the cache holds the past.
+        ``tgt_mask`` replaces the default self-attention mask (padding and look-ahead).
         """
-        if cache is None:
+        if tgt_mask is None and cache is None:
             tgt_mask = target_mask(tgt, self.config.pad_idx)  # (B, 1, T, T)
-        else:
+        elif tgt_mask is None:
+            T = tgt.size(1)
             tgt_mask = causal_mask(
-                tgt.size(1), tgt.device, key_size=offset + tgt.size(1)
-            )
+                T, tgt.device, key_size=offset + T
+            )  # (1, 1, T, past+T)
         x = self.tgt_pos(self.tgt_embed(tgt), offset=offset)  # (B, T, D)
         return self.decoder(x, memory, tgt_mask, src_mask, cache)
 
-    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
+    def forward(
+        self, src: Tensor, tgt: Tensor, tgt_mask: Tensor | None = None
+    ) -> Tensor:
+        """Teacher-forced logits; ``tgt_mask`` overrides the decoder's self-attention
+        mask (the book's leak experiment drops its look-ahead part)."""
         if src.dim() == 2 and tgt.dim() == 2 and src.size(0) != tgt.size(0):
             raise ValueError(
                 f"src has batch size {src.size(0)} but tgt has {tgt.size(0)}"
             )
         memory, src_mask = self.encode(src)
-        return self.generator(self.decode(tgt, memory, src_mask))  # (B, T, V)
+        out = self.decode(tgt, memory, src_mask, tgt_mask=tgt_mask)
+        return self.generator(out)  # (B, T, V)
 
     # -- looking inside --
 

@@ -1,0 +1,217 @@
+"""Training the toy translator: batches, teacher forcing, label smoothing, warm-up."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from .data import Pair, Vocab, batches, build_vocabs, load_corpus, make_batch
+from .model import Transformer, make_model
+
+
+def pick_device(device: str | torch.device | None = None) -> torch.device:
+    """The device asked for, else CUDA when present, else the CPU."""
+    if device is not None:
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
+    """The paper's schedule: lr = factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5).
+
+    It rises linearly for ``warmup`` steps, then decays as 1/sqrt(step).
+    """
+    step = max(step, 1)
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+def smoothed_targets(target: Tensor, vocab_size: int, smoothing: float) -> Tensor:
+    """The distribution label smoothing trains towards: (1 - ε) one-hot + ε / V.
+
+    This is what ``F.cross_entropy(..., label_smoothing=ε)`` uses. Shape: (N,) -> (N, V).
+    """
+    one_hot = F.one_hot(target, vocab_size).float()
+    return (1.0 - smoothing) * one_hot + smoothing / vocab_size
+
+
+def sequence_loss(logits: Tensor, tgt_out: Tensor, smoothing: float = 0.0) -> Tensor:
+    """Mean cross-entropy over the real (non-PAD) target tokens.
+
+    Shape: logits (B, T, V), tgt_out (B, T) -> scalar.
+    """
+    return F.cross_entropy(
+        logits.flatten(0, 1), tgt_out.flatten(), ignore_index=Vocab.PAD,
+        label_smoothing=smoothing,
+    )  # fmt: skip
+
+
+@dataclass
+class TrainConfig:
+    """How to train (the model's own sizes live in TransformerConfig)."""
+
+    epochs: int = 18  # passes over the training pairs
+    batch_size: int = 64  # sentence pairs per step
+    lr_factor: float = 0.25  # multiplies the paper's warm-up schedule
+    warmup: int = 100  # steps of linear learning-rate warm-up
+    clip_grad_norm: float | None = 1.0  # rescale larger gradients to this norm
+    label_smoothing: float = 0.1  # ε of label smoothing
+    seed: int = 0  # seeds the initial weights' dropout and the batch order
+    eval_every: int = 0  # epochs between exact-match evaluations (0: only at the end)
+    device: str | None = None  # None: CUDA if available, else CPU
+
+
+@dataclass
+class History:
+    """What happened during training, for the book's plots."""
+
+    step_loss: list[float] = field(default_factory=list)  # per optimizer step
+    step_lr: list[float] = field(default_factory=list)
+    epoch_loss: list[float] = field(default_factory=list)  # mean over the epoch
+    epoch_token_acc: list[float] = field(default_factory=list)  # teacher-forced
+    eval_epoch: list[int] = field(default_factory=list)  # epochs with an evaluation
+    train_exact: list[float] = field(default_factory=list)  # greedy exact match
+    eval_exact: list[float] = field(default_factory=list)  # on the held-out pairs
+    seconds: float = 0.0  # wall-clock training time, evaluations included
+    device: str = "cpu"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@torch.no_grad()
+def predict(
+    model: Transformer, pairs: Sequence[Pair], src_vocab: Vocab, tgt_vocab: Vocab,
+    batch_size: int = 256, max_len: int | None = None,
+) -> list[list[str]]:  # fmt: skip
+    """Greedy translations (English tokens) of the pairs' source sentences."""
+    from .decoding import greedy_decode
+
+    device = next(model.parameters()).device
+    out: list[list[str]] = []
+    for i in range(0, len(pairs), batch_size):
+        chunk = pairs[i : i + batch_size]
+        src = make_batch(chunk, src_vocab, tgt_vocab).src.to(device)
+        limit = max_len or max(len(p.tgt) for p in chunk) + 5
+        decoded = greedy_decode(model, src, max_len=limit)
+        out += [tgt_vocab.decode(ids) for ids in decoded.tokens]
+    return out
+
+
+def exact_match(
+    model: Transformer, pairs: Sequence[Pair], src_vocab: Vocab, tgt_vocab: Vocab
+) -> float:
+    """Fraction of pairs whose greedy translation equals the reference exactly."""
+    if not pairs:
+        return float("nan")
+    guesses = predict(model, pairs, src_vocab, tgt_vocab)
+    return sum(g == list(p.tgt) for g, p in zip(guesses, pairs, strict=True)) / len(
+        pairs
+    )
+
+
+def train(
+    model: Transformer,
+    train_pairs: Sequence[Pair],
+    src_vocab: Vocab,
+    tgt_vocab: Vocab,
+    config: TrainConfig | None = None,
+    eval_pairs: Sequence[Pair] | None = None,
+    progress: bool = True,
+    forward: Callable[[Transformer, Tensor, Tensor], Tensor] | None = None,
+) -> History:
+    """Train with teacher forcing, label smoothing and the warm-up schedule.
+
+    ``forward(model, src, tgt_in) -> logits`` replaces ``model(src, tgt_in)`` (for
+    experiments such as training without the look-ahead mask).
+    """
+    cfg = config or TrainConfig()
+    device = pick_device(cfg.device)
+    model.to(device)
+    forward = forward or (lambda m, src, tgt_in: m(src, tgt_in))
+    torch.manual_seed(cfg.seed)
+    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    d_model = model.config.d_model
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: noam_lr(s + 1, d_model, cfg.warmup, cfg.lr_factor)
+    )
+    steps_per_epoch = -(-len(train_pairs) // cfg.batch_size)
+    hist = History(device=str(device))
+    start = time.perf_counter()
+    bar = tqdm(total=cfg.epochs * steps_per_epoch, disable=not progress, desc="train")
+    for epoch in range(1, cfg.epochs + 1):
+        model.train()
+        loss_sum = correct = count = 0.0
+        for b in batches(train_pairs, src_vocab, tgt_vocab, cfg.batch_size,
+                         seed=cfg.seed * 100_003 + epoch, sort_by_length=True):  # fmt: skip
+            src, tgt_in, tgt_out = (t.to(device) for t in (b.src, b.tgt_in, b.tgt_out))
+            logits = forward(model, src, tgt_in)  # (B, T, V)
+            loss = sequence_loss(logits, tgt_out, cfg.label_smoothing)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.clip_grad_norm:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm)
+            opt.step()
+            sched.step()
+            real = tgt_out != Vocab.PAD
+            n = int(real.sum())
+            loss_sum += loss.item() * n
+            correct += int(((logits.argmax(-1) == tgt_out) & real).sum())
+            count += n
+            hist.step_loss.append(loss.item())
+            hist.step_lr.append(opt.param_groups[0]["lr"])
+            bar.update(1)
+            bar.set_postfix(epoch=epoch, loss=f"{loss.item():.3f}")
+        hist.epoch_loss.append(loss_sum / count)
+        hist.epoch_token_acc.append(correct / count)
+        if epoch == cfg.epochs or (cfg.eval_every and epoch % cfg.eval_every == 0):
+            model.eval()
+            hist.eval_epoch.append(epoch)
+            hist.train_exact.append(
+                exact_match(model, train_pairs, src_vocab, tgt_vocab)
+            )
+            if eval_pairs:
+                hist.eval_exact.append(
+                    exact_match(model, eval_pairs, src_vocab, tgt_vocab)
+                )
+    bar.close()
+    model.eval()
+    hist.seconds = time.perf_counter() - start
+    return hist
+
+
+# The default toy model: small enough to train in well under a minute on 2 CPU cores.
+TOY_MODEL = dict(
+    n_layers=2, d_model=128, n_heads=4, d_ff=256, dropout=0.1, max_len=64,
+    tie_generator=True,
+)  # fmt: skip
+TOY_TRAINING = TrainConfig()
+
+
+def train_toy_model(
+    progress: bool = True, device: str | None = None, seed: int = 0, **overrides
+) -> tuple[Transformer, Vocab, Vocab, History]:
+    """Build the vocabularies and the default toy model, and train it on the corpus.
+
+    Keyword arguments override TOY_MODEL fields or TrainConfig fields by name.
+    """
+    train_pairs, test_pairs = load_corpus("train"), load_corpus("test")
+    src_vocab, tgt_vocab = build_vocabs(train_pairs)
+    train_fields = set(TrainConfig.__dataclass_fields__)
+    model_kw = {
+        **TOY_MODEL,
+        **{k: v for k, v in overrides.items() if k not in train_fields},
+    }
+    train_kw = {k: v for k, v in overrides.items() if k in train_fields}
+    torch.manual_seed(seed)
+    model = make_model(len(src_vocab), len(tgt_vocab), **model_kw)
+    cfg = TrainConfig(
+        **{**asdict(TOY_TRAINING), "seed": seed, "device": device, **train_kw}
+    )
+    hist = train(model, train_pairs, src_vocab, tgt_vocab, cfg, test_pairs, progress)
+    return model, src_vocab, tgt_vocab, hist
