@@ -1,0 +1,102 @@
+import os
+import subprocess
+import sys
+
+import pytest
+
+from transformer_edu.__main__ import main
+from transformer_edu.checkpoint import load_checkpoint, save_checkpoint
+
+from _toy import tiny_trained
+
+
+@pytest.fixture
+def tiny_ckpt(tmp_path):
+    model, sv, tv, _, _ = tiny_trained()
+    return str(save_checkpoint(tmp_path / "tiny.pt", model, sv, tv))
+
+
+def _run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_translate_prints_the_translation_on_its_own_line(capsys, tiny_ckpt):
+    code, out, err = _run(
+        capsys, "translate", "私は太郎です", "--checkpoint", tiny_ckpt
+    )
+    assert code == 0 and out.endswith("\n") and len(out.splitlines()) == 1
+    code, out, err = _run(capsys, "translate", "私は太郎です", "--checkpoint", tiny_ckpt,
+                          "--trace")  # fmt: skip
+    assert code == 0 and "encoder reads: 私 / は / 太郎 / です" in out
+    assert "given '<bos>'" in out
+    code, out2, _ = _run(capsys, "translate", "私は太郎です", "--checkpoint", tiny_ckpt,
+                         "--beam", "3")  # fmt: skip
+    assert code == 0 and len(out2.splitlines()) == 1
+
+
+def test_unknown_words_are_named_on_stderr(capsys, tiny_ckpt):
+    code, out, err = _run(
+        capsys, "translate", "私はピカチュウです", "--checkpoint", tiny_ckpt
+    )
+    assert code == 0 and "ピカチュウ" in err and len(out.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "sentence, message",
+    [
+        ("", "the sentence is empty"),
+        ("ピカチュウ", "every word is unknown to the model: ピカチュウ"),
+        ("私は" * 20 + "太郎です", "more than the model's max_len=32"),
+    ],
+)
+def test_bad_sentences_exit_2_with_one_line(capsys, tiny_ckpt, sentence, message):
+    code, out, err = _run(capsys, "translate", sentence, "--checkpoint", tiny_ckpt)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_missing_and_corrupt_checkpoints_exit_2(capsys, tmp_path):
+    code, out, err = _run(capsys, "translate", "私は太郎です", "--checkpoint",
+                          str(tmp_path / "none.pt"))  # fmt: skip
+    assert code == 2 and "no checkpoint at" in err and err.count("\n") == 1
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"\x00garbage")
+    code, out, err = _run(capsys, "translate", "私は太郎です", "--checkpoint", str(bad))
+    assert code == 2 and "not a readable checkpoint" in err and err.count("\n") == 1
+
+
+def test_bench_quick_prints_the_ratio_last(capsys):
+    code, out, _ = _run(capsys, "bench", "--quick")
+    lines = out.strip().splitlines()
+    assert code == 0 and "speed-up" in out
+    assert lines[-1].startswith("train-step ratio ours/torch: ")
+    assert float(lines[-1].split(": ")[1]) > 0
+
+
+def test_default_model_trains_once_meets_targets_and_translates(tmp_path):
+    """End to end, as a user: no checkpoint yet -> translate trains one, then answers.
+
+    This trains the real default toy model (about a minute on 2 CPU cores).
+    """
+    env = {**os.environ, "TRANSFORMER_EDU_CHECKPOINT": str(tmp_path / "toy.pt")}
+    cmd = [sys.executable, "-m", "transformer_edu", "translate", "私は太郎です"]
+    first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == "I am Taro\n"
+    assert (
+        "no checkpoint at" in first.stderr and "training the toy model" in first.stderr
+    )
+    _, _, _, meta = load_checkpoint(tmp_path / "toy.pt")
+    assert meta["train_exact"] == 1.0, meta
+    assert meta["eval_exact"] >= 0.90, meta
+    expected = {
+        "私は犬より猫が好きです": "I like cats more than dogs",
+        "私は猫より犬が好きです": "I like dogs more than cats",
+    }
+    for ja, en in expected.items():
+        again = subprocess.run(cmd[:-1] + [ja], env=env, capture_output=True, text=True,
+                               timeout=300)  # fmt: skip
+        assert again.returncode == 0 and again.stdout == en + "\n", again.stderr
+        assert "training" not in again.stderr  # the checkpoint was reused

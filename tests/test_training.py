@@ -1,0 +1,75 @@
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from transformer_edu.data import Vocab
+from transformer_edu.training import (
+    TrainConfig,
+    noam_lr,
+    pick_device,
+    sequence_loss,
+    smoothed_targets,
+)
+
+from _toy import tiny_trained
+
+
+def test_warmup_schedule_rises_linearly_then_decays_as_inverse_sqrt():
+    d, w = 128, 100
+    lrs = [noam_lr(s, d, w) for s in range(1, 1001)]
+    assert max(range(1000), key=lrs.__getitem__) + 1 == w  # peak at step = warmup
+    assert lrs[49] == pytest.approx(lrs[99] / 2)  # linear warm-up
+    assert lrs[399] == pytest.approx(lrs[99] * math.sqrt(100 / 400))  # 1/sqrt decay
+    assert noam_lr(100, d, w, factor=2.0) == pytest.approx(2 * lrs[99])
+
+
+def test_label_smoothing_is_cross_entropy_against_the_smoothed_distribution():
+    torch.manual_seed(0)
+    logits, target = torch.randn(6, 10), torch.tensor([1, 4, 5, 9, 2, 3])
+    q = smoothed_targets(target, 10, 0.1)
+    torch.testing.assert_close(q.sum(-1), torch.ones(6))
+    assert q[0, 1].item() == pytest.approx(0.9 + 0.01)
+    expected = -(q * logits.log_softmax(-1)).sum(-1).mean()
+    torch.testing.assert_close(
+        F.cross_entropy(logits, target, label_smoothing=0.1), expected
+    )
+
+
+def test_sequence_loss_ignores_padding():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 3, 7)
+    tgt = torch.tensor([[4, 5, Vocab.PAD], [6, Vocab.PAD, Vocab.PAD]])
+    real = F.cross_entropy(logits[tgt != 0], tgt[tgt != 0])
+    torch.testing.assert_close(sequence_loss(logits, tgt), real)
+
+
+def test_pick_device():
+    assert pick_device("cpu").type == "cpu"
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert pick_device().type == expected
+
+
+def test_a_short_run_learns():
+    _, _, _, hist, _ = tiny_trained()
+    assert hist.epoch_loss[-1] < 0.5 * hist.epoch_loss[0], hist.epoch_loss
+    assert hist.epoch_token_acc[-1] > 0.8, hist.epoch_token_acc
+    assert hist.train_exact[-1] > 0.5, hist.train_exact
+    assert len(hist.step_loss) == 25 * 5 and len(hist.step_lr) == len(hist.step_loss)
+
+
+def test_training_is_deterministic_on_cpu():
+    from transformer_edu.data import build_vocabs, load_corpus
+    from transformer_edu.model import make_model
+    from transformer_edu.training import train
+
+    pairs = load_corpus("train")[:64]
+    sv, tv = build_vocabs(pairs)
+    losses = []
+    for _ in range(2):
+        torch.manual_seed(3)
+        model = make_model(len(sv), len(tv), n_layers=1, d_model=16, n_heads=2, d_ff=32)
+        cfg = TrainConfig(epochs=2, batch_size=16, seed=3, device="cpu")
+        losses.append(train(model, pairs, sv, tv, cfg, progress=False).step_loss)
+    assert losses[0] == losses[1]

@@ -1,0 +1,157 @@
+"""Command line: python -m transformer_edu {train,translate,bench,demo} ...
+
+Bad input (an empty sentence, only unknown words, a sentence too long, a missing or
+corrupt checkpoint) prints one line to stderr and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+from .checkpoint import (
+    CheckpointError,
+    default_checkpoint_path,
+    load_checkpoint,
+    save_checkpoint,
+    toy_model,
+)
+
+SOURCE_SENTENCES = ["私は太郎です", "私は犬より猫が好きです", "私は猫より犬が好きです"]
+
+
+def _err(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from .training import train_toy_model
+
+    path = Path(args.checkpoint) if args.checkpoint else default_checkpoint_path()
+    overrides = {} if args.epochs is None else {"epochs": args.epochs}
+    model, sv, tv, hist = train_toy_model(
+        progress=not args.quiet, device=args.device, seed=args.seed, **overrides
+    )
+    save_checkpoint(path, model, sv, tv, meta={
+        "train_exact": hist.train_exact[-1], "eval_exact": hist.eval_exact[-1],
+        "seconds": hist.seconds, "device": hist.device,
+    })  # fmt: skip
+    print(f"trained in {hist.seconds:.1f} s on {hist.device}; saved {path}")
+    print(f"train exact match:    {hist.train_exact[-1]:.1%}")
+    print(f"held-out exact match: {hist.eval_exact[-1]:.1%}")
+    return 0
+
+
+def _load(args: argparse.Namespace):
+    if args.checkpoint:  # an explicit file must exist and be valid
+        model, sv, tv, _ = load_checkpoint(args.checkpoint)
+        return model, sv, tv
+    path = default_checkpoint_path()
+    if not path.is_file():
+        print(f"no checkpoint at {path}; training the toy model first (about a minute)",
+              file=sys.stderr)  # fmt: skip
+    return toy_model(path, progress=sys.stderr.isatty())
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    from .decoding import translate
+
+    sentence = " ".join(args.sentence).strip()
+    if not sentence:
+        raise ValueError("the sentence is empty")
+    model, sv, tv = _load(args)
+    out = translate(model, sentence, sv, tv, beam=args.beam, trace=args.trace)
+    if out.unknown:
+        print(
+            f"unknown words (read as <unk>): {', '.join(out.unknown)}", file=sys.stderr
+        )
+    if args.trace:
+        print("encoder reads: " + " / ".join(out.tokens))
+        for step in out.steps:
+            prefix = " ".join(tv.itos[i] for i in step.prefix)
+            top = ", ".join(f"{tv.itos[i]} {p:.2f}" for i, p in
+                            zip(step.top_ids, step.top_probs, strict=True))  # fmt: skip
+            attn = step.cross_attention[-1].mean(0)  # last layer, heads averaged: (S,)
+            focus = out.tokens[int(attn.argmax())] if len(out.tokens) else "?"
+            print(f"given {prefix!r:<24} -> {tv.itos[step.chosen]!r:<8} "
+                  f"(top: {top}; looks at {focus})")  # fmt: skip
+    print(out.text)
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import BenchConfig, run
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    cfg = BenchConfig(reps=args.reps)
+    if args.quick:  # a smoke run for tests: tiny sizes, same code path
+        cfg = BenchConfig(vocab=50, d_model=32, n_heads=4, n_layers=2, d_ff=64,
+                          batch=4, length=8, reps=2, decode_tokens=8)  # fmt: skip
+    run(cfg)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .decoding import translate
+
+    model, sv, tv = _load(args)
+    for s in SOURCE_SENTENCES:
+        print(f"{s} -> {translate(model, s, sv, tv).text}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m transformer_edu", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    sub = p.add_subparsers(dest="command", required=True)
+    ckpt = dict(help=f"checkpoint file (default: {default_checkpoint_path()}, "
+                     "or $TRANSFORMER_EDU_CHECKPOINT)")  # fmt: skip
+
+    t = sub.add_parser("train", help="train the toy ja->en model and save a checkpoint")
+    t.add_argument("--checkpoint", **ckpt)
+    t.add_argument("--epochs", type=int, help="override the number of epochs")
+    t.add_argument("--device", help="cpu or cuda (default: cuda if available)")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.set_defaults(func=cmd_train)
+
+    tr = sub.add_parser(
+        "translate", help='translate a Japanese sentence, e.g. "私は太郎です"'
+    )
+    tr.add_argument("sentence", nargs="+")
+    tr.add_argument("--checkpoint", **ckpt)
+    tr.add_argument("--beam", type=int, default=1, help="beam size (1 = greedy)")
+    tr.add_argument("--trace", action="store_true", help="print each greedy step")
+    tr.set_defaults(func=cmd_translate)
+
+    b = sub.add_parser(
+        "bench", help="ours vs nn.Transformer train step; KV-cache speed-up"
+    )
+    b.add_argument("--threads", type=int, help="torch threads (default: torch's)")
+    b.add_argument("--reps", type=int, default=5)
+    b.add_argument("--quick", action="store_true", help="tiny sizes (a smoke test)")
+    b.set_defaults(func=cmd_bench)
+
+    d = sub.add_parser("demo", help="translate the source articles' three sentences")
+    d.add_argument("--checkpoint", **ckpt)
+    d.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, CheckpointError) as e:
+        _err(str(e))
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""Checkpoints: one file with the config, both vocabularies and the weights."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .config import TransformerConfig
+from .data import Vocab, load_corpus
+from .model import Transformer
+
+FORMAT = "transformer_edu.checkpoint"
+VERSION = 1
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be used, with the reason in the message."""
+
+
+def default_checkpoint_path() -> Path:
+    """$TRANSFORMER_EDU_CHECKPOINT, else ~/.cache/transformer_edu/toy_ja_en.pt."""
+    env = os.environ.get("TRANSFORMER_EDU_CHECKPOINT")
+    if env:
+        return Path(env).expanduser()
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return cache / "transformer_edu" / "toy_ja_en.pt"
+
+
+def corpus_fingerprint() -> str:
+    """A short hash of the shipped corpus: a checkpoint trained on another is stale."""
+    text = "\n".join(f"{p.ja}\t{p.en}" for p in load_corpus("train"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def save_checkpoint(
+    path: str | Path,
+    model: Transformer,
+    src_vocab: Vocab,
+    tgt_vocab: Vocab,
+    meta: dict[str, Any] | None = None,
+) -> Path:
+    """Write model config, vocabularies, weights and ``meta`` to ``path`` (atomically)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    blob = {
+        "format": FORMAT,
+        "version": VERSION,
+        "config": model.config.to_dict(),
+        "src_vocab": src_vocab.to_dict(),
+        "tgt_vocab": tgt_vocab.to_dict(),
+        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        "meta": {"corpus": corpus_fingerprint(), **(meta or {})},
+    }
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    torch.save(blob, tmp)
+    tmp.replace(path)
+    return path
+
+
+def load_checkpoint(
+    path: str | Path, device: str | torch.device = "cpu"
+) -> tuple[Transformer, Vocab, Vocab, dict[str, Any]]:
+    """Read a checkpoint written by ``save_checkpoint``; the model is in eval mode.
+
+    Raises CheckpointError naming the problem: missing file, unreadable (corrupt) file,
+    another format or version, or weights that do not fit the stored config.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint at {path}")
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises many types for a damaged file
+        raise CheckpointError(
+            f"{path} is not a readable checkpoint ({e.__class__.__name__})"
+        ) from e
+    if not isinstance(blob, dict) or blob.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not a transformer_edu checkpoint")
+    if blob.get("version") != VERSION:
+        raise CheckpointError(
+            f"{path} has checkpoint format version {blob.get('version')!r}; this "
+            f"transformer_edu reads version {VERSION}"
+        )
+    missing = {"config", "src_vocab", "tgt_vocab", "state_dict"} - set(blob)
+    if missing:
+        raise CheckpointError(f"{path} lacks {sorted(missing)}")
+    try:
+        config = TransformerConfig.from_dict(blob["config"])
+        src_vocab, tgt_vocab = (
+            Vocab.from_dict(blob[k]) for k in ("src_vocab", "tgt_vocab")
+        )
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{path}: bad config or vocabulary: {e}") from e
+    if (len(src_vocab), len(tgt_vocab)) != (
+        config.src_vocab_size,
+        config.tgt_vocab_size,
+    ):
+        raise CheckpointError(
+            f"{path}: vocabularies of size {len(src_vocab)}/{len(tgt_vocab)} do not fit "
+            f"the config's {config.src_vocab_size}/{config.tgt_vocab_size}"
+        )
+    model = Transformer(config)
+    state = blob["state_dict"]
+    ours = model.state_dict()
+    problems = [f"missing {k}" for k in ours if k not in state]
+    problems += [f"unexpected {k}" for k in state if k not in ours]
+    problems += [
+        f"{k} has shape {tuple(state[k].shape)}, the config needs {tuple(v.shape)}"
+        for k, v in ours.items()
+        if k in state and tuple(state[k].shape) != tuple(v.shape)
+    ]
+    if problems:
+        shown = "; ".join(problems[:3]) + (
+            f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
+        )
+        raise CheckpointError(f"{path}: weights do not fit the config: {shown}")
+    model.load_state_dict(state)
+    return model.to(device).eval(), src_vocab, tgt_vocab, dict(blob.get("meta", {}))
+
+
+def toy_model(
+    path: str | Path | None = None,
+    train_if_missing: bool = True,
+    progress: bool = True,
+    device: str | None = None,
+) -> tuple[Transformer, Vocab, Vocab]:
+    """The trained default toy model, loaded from ``path`` (default location), or
+    trained and saved there first if it is missing or was trained on another corpus."""
+    from .training import train_toy_model
+
+    path = Path(path) if path else default_checkpoint_path()
+    if path.is_file():
+        try:
+            model, sv, tv, meta = load_checkpoint(path, device or "cpu")
+        except CheckpointError:
+            if not train_if_missing:
+                raise
+        else:
+            if meta.get("corpus") == corpus_fingerprint() or not train_if_missing:
+                return model, sv, tv
+    if not train_if_missing:
+        raise CheckpointError(f"no checkpoint at {path}")
+    model, sv, tv, hist = train_toy_model(progress=progress, device=device)
+    save_checkpoint(path, model, sv, tv, meta={
+        "train_exact": hist.train_exact[-1], "eval_exact": hist.eval_exact[-1],
+        "seconds": hist.seconds,
+    })  # fmt: skip
+    return model, sv, tv
