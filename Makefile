@@ -4,6 +4,15 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# Book set-up, beyond .venv: the vendored JavaScript (npm ci, from the committed
+# lock file) and, for the browser test, Debian's Chromium. Nothing is fetched later.
+NPM_STAMP := book_assets/node_modules/.installed
+CHROMIUM  ?= /usr/bin/chromium
+SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# Kernels started by the build and by nbval must be the .venv's python.
+VENV_PATH := PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
+JB_BUILD  := jupyter-book build . -W -n --keep-going --all
+PYTEST_ARGS ?= -q
 
 .PHONY: book test lint clean demo
 
@@ -16,11 +25,26 @@ $(STAMP): requirements.txt pyproject.toml
 demo: $(STAMP)
 	$(PY) -m transformer_edu demo
 
-book: $(STAMP)
-	$(PY) -m transformer_edu demo
+$(NPM_STAMP): book_assets/package.json book_assets/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { $(SUDO) apt-get update && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y nodejs npm; }
+	npm ci --prefix book_assets --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $@
 
-test: $(STAMP)
-	$(PY) -m pytest -q
+$(CHROMIUM):
+	$(SUDO) apt-get update
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+
+# Build the whole book, every notebook executed; a warning fails it.
+# Open _build/html/index.html (works offline).
+book: $(STAMP) $(NPM_STAMP)
+	$(VENV_PATH) $(JB_BUILD)
+
+# Unit tests, every chapter run by nbval, the book build and the browser check, in
+# one pytest run (tests/conftest.py builds the book in the background meanwhile).
+test: $(STAMP) $(NPM_STAMP) $(CHROMIUM)
+	$(VENV_PATH) CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests chapters --nbval-lax --nbval-current-env \
+	  --nbval-cell-timeout=300 $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check transformer_edu tests

@@ -1,0 +1,212 @@
+"""The book's own Sphinx extension (``_config.yml`` loads it from ``scripts/``).
+
+1. Offline assets. Every script and font the built book uses is served from its own
+   ``_static/vendor/`` (a build output), copied there at the start of each build:
+
+   - ``plotly/plotly.min.js``  from the plotly Python package (the version that wrote
+     the figures); added to the pages that hold a plotly figure, before require.js;
+   - ``mathjax/``              MathJax 3 (``es5/``: tex-chtml and its fonts), npm;
+   - ``requirejs/require.js``  RequireJS, npm, which the ipywidgets manager needs;
+   - ``html-manager/``         ``@jupyter-widgets/html-manager`` ``dist/`` (embed-amd.js
+     and its Font Awesome files), npm;
+   - ``fonts/ipaexg.ttf``      IPAexGothic from matplotlib-fontja, used by
+     ``_static/custom.css`` so Japanese renders on machines with no CJK font.
+
+   The npm packages are pinned by ``book_assets/package.json`` and
+   ``package-lock.json`` and installed with ``npm ci --prefix book_assets`` (``make
+   book`` and ``make test`` do it). They are copied into the output rather than put on
+   ``html_static_path``, because jupyter-book adds every ``.js`` file under a static
+   path to every page.
+2. Plotly output. Sets ``TRANSFORMER_EDU_BOOK=1`` for the kernels the build starts:
+   ``transformer_edu.viz`` then renders figures as HTML (see its docstring).
+3. Cache key. jupyter-cache re-runs a notebook only when its code cells change. This
+   empties the cache when ``transformer_edu/`` or ``requirements.txt`` change, so a
+   chapter never shows results from an older package.
+
+``python scripts/book_extension.py DEST`` copies the assets to DEST (for a look).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NODE_MODULES = ROOT / "book_assets" / "node_modules"
+VENDOR = "vendor"  # under _static
+PLOTLY_JS = f"{VENDOR}/plotly/plotly.min.js"
+MATHJAX_JS = f"{VENDOR}/mathjax/tex-chtml.js"
+REQUIRE_JS = f"{VENDOR}/requirejs/require.js"
+EMBED_AMD_JS = f"{VENDOR}/html-manager/embed-amd.js"
+CJK_FONT = f"{VENDOR}/fonts/ipaexg.ttf"
+# Before require.js (500): plotly.js bundles built as UMD (2.x) register themselves
+# as an anonymous AMD module, not window.Plotly, when require.js is already there.
+# plotly.js 4 always sets window.Plotly; loading it first is right for both.
+PLOTLY_PRIORITY = 300
+CACHE_KEY_FILE = "transformer_edu.sha256"
+
+# The ipywidgets HTML manager typesets widget labels through the MathJax 2 API
+# (MathJax.Hub.Queue); the book loads MathJax 3. Map that one call. It is installed
+# on DOMContentLoaded: after MathJax (deferred), before the widgets render (on load).
+MATHJAX2_SHIM = """document.addEventListener("DOMContentLoaded", function () {
+  var mj = window.MathJax;
+  if (!mj || mj.Hub || !mj.startup) return;
+  mj.Hub = {Queue: function (job) {
+    var el = job && job[2];
+    if (el) mj.startup.promise.then(function () { return mj.typesetPromise([el]); });
+  }};
+});"""
+
+
+class MissingAssetError(RuntimeError):
+    """A file the offline book needs is not installed."""
+
+
+def sources() -> dict[str, Path]:
+    """Where each vendored file or folder comes from, keyed by its place in _static."""
+    import matplotlib_fontja
+    import plotly
+
+    plotly_dir = Path(plotly.__file__).parent
+    widgets_dist = NODE_MODULES / "@jupyter-widgets" / "html-manager" / "dist"
+    return {
+        PLOTLY_JS: plotly_dir / "package_data" / "plotly.min.js",
+        f"{VENDOR}/mathjax": NODE_MODULES / "mathjax" / "es5",
+        REQUIRE_JS: NODE_MODULES / "requirejs" / "require.js",
+        f"{VENDOR}/html-manager": widgets_dist,
+        CJK_FONT: Path(matplotlib_fontja.get_font_ttf_path()),
+    }
+
+
+def copy_assets(static_dir: Path) -> list[Path]:
+    """Copy every vendored asset under ``static_dir``; returns what was written."""
+    missing = [str(src) for src in sources().values() if not src.exists()]
+    if missing:
+        raise MissingAssetError(
+            "offline book assets missing: "
+            + ", ".join(missing)
+            + " (run `make book`, or `npm ci --prefix book_assets`)"
+        )
+    written = []
+    for rel, src in sources().items():
+        dest = static_dir / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            ignore = shutil.ignore_patterns("*.map")
+            shutil.copytree(src, dest, dirs_exist_ok=True, ignore=ignore)
+        elif not dest.exists() or dest.stat().st_size != src.stat().st_size:
+            shutil.copy2(src, dest)
+        written.append(dest)
+    return written
+
+
+def package_digest(root: Path = ROOT) -> str:
+    """A hash of what the notebooks' results depend on besides their code cells."""
+    files = sorted(
+        p
+        for p in (root / "transformer_edu").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    )
+    files.append(root / "requirements.txt")
+    digest = hashlib.sha256()
+    for path in files:
+        if path.exists():
+            digest.update(path.relative_to(root).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _reset_stale_cache(app, config) -> None:
+    cache = Path(
+        config.nb_execution_cache_path or Path(app.outdir).parent / ".jupyter_cache"
+    )
+    key_file = cache.parent / CACHE_KEY_FILE
+    digest = package_digest()
+    if key_file.exists() and key_file.read_text().strip() == digest:
+        return
+    if cache.exists():
+        print(f"[book_extension] transformer_edu changed: emptying {cache}")
+        shutil.rmtree(cache)
+    key_file.parent.mkdir(parents=True, exist_ok=True)
+    key_file.write_text(digest + "\n")
+
+
+def _builder_inited(app) -> None:
+    if app.builder.format == "html":
+        copy_assets(Path(app.outdir) / "_static")
+
+
+# Plotly draws as soon as the page parses, maybe before the browser has fetched the
+# Japanese font (it loads when first needed), and an SVG label drawn then keeps its
+# empty boxes. On pages with Japanese text, figures wait for the font to load.
+PLOTLY_WAITS_FOR_FONT = """(function () {
+  if (!window.Plotly || !document.fonts) return;
+  var ready = document.fonts.load('16px "IPAexGothic"', "私").catch(function () {});
+  var newPlot = window.Plotly.newPlot;
+  window.Plotly.newPlot = function () {
+    var args = arguments;
+    return ready.then(function () { return newPlot.apply(window.Plotly, args); });
+  };
+})();"""
+CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
+
+
+def _html_page_context(app, pagename, templatename, context, doctree) -> None:
+    body = context.get("body", "")
+    if "plotly-graph-div" in body:
+        app.add_js_file(PLOTLY_JS, priority=PLOTLY_PRIORITY)
+        if CJK.search(body):
+            app.add_js_file(
+                None, body=PLOTLY_WAITS_FOR_FONT, priority=PLOTLY_PRIORITY + 1
+            )
+    if "application/vnd.jupyter.widget-view+json" in body:
+        # RequireJS reads this global as its config when it loads. The widget manager
+        # finds its Font Awesome files next to its module's address, which otherwise
+        # is a folder under the page's, where they are not.
+        assets = context["pathto"](f"_static/{VENDOR}/html-manager", 1)
+        config = {"paths": {"@jupyter-widgets/html-manager/dist": assets}}
+        app.add_js_file(None, body=f"var require = {json.dumps(config)};", priority=400)
+        app.add_js_file(None, body=MATHJAX2_SHIM, priority=400)
+    _drop_thebe_and_duplicates(context)
+
+
+def _drop_thebe_and_duplicates(context) -> None:
+    """Drop sphinx-thebe's scripts and repeated inline scripts.
+
+    Thebe is off (launch_buttons.thebe: false), yet sphinx-thebe emits its inline
+    config, which names a CDN, twice: a ``const`` redeclaration error in the console.
+    """
+    scripts = context.get("script_files")
+    if not isinstance(scripts, list):
+        return
+    seen, keep = set(), []
+    for js in scripts:
+        attrs = getattr(js, "attributes", {}) or {}
+        key = (str(getattr(js, "filename", js)), attrs.get("body", ""))
+        thebe = "THEBE_JS_URL" in key[1] or key[0].endswith("sphinx-thebe.js")
+        if thebe or key in seen:
+            continue
+        seen.add(key)
+        keep.append(js)
+    scripts[:] = keep
+
+
+def setup(app):
+    # Read by transformer_edu.viz in the kernels that execute the notebooks.
+    os.environ["TRANSFORMER_EDU_BOOK"] = "1"
+    app.connect("config-inited", _reset_stale_cache)
+    app.connect("builder-inited", _builder_inited)
+    app.connect("html-page-context", _html_page_context)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python scripts/book_extension.py DEST_STATIC_DIR")
+    for path in copy_assets(Path(sys.argv[1])):
+        print(path)

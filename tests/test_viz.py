@@ -1,0 +1,111 @@
+import warnings
+
+import matplotlib
+import numpy as np
+import plotly.io as pio
+import pytest
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from transformer_edu import viz  # noqa: E402
+
+TOKENS = ["私", "は", "太郎", "です"]
+
+
+def test_heatmap_puts_token_labels_on_positions_and_row_zero_on_top():
+    z = np.arange(12.0).reshape(3, 4)
+    fig = viz.heatmap(z, x=TOKENS, y=["I", "am", "I"], title="t")
+    assert list(fig.layout.xaxis.ticktext) == TOKENS
+    # a repeated token keeps its own row (a categorical axis would merge them)
+    assert list(fig.layout.yaxis.ticktext) == ["I", "am", "I"]
+    assert list(fig.data[0].y) == [0, 1, 2]
+    assert fig.layout.yaxis.autorange == "reversed"
+    np.testing.assert_array_equal(fig.data[0].z, z)
+    assert fig.data[0].texttemplate is None
+    assert viz.heatmap(z, annotate=True).data[0].texttemplate == "%{z:.2f}"
+
+
+def test_heatmap_rejects_labels_of_the_wrong_length():
+    with pytest.raises(ValueError, match="x has 3 labels for 4"):
+        viz.heatmap(np.zeros((2, 4)), x=["a", "b", "c"])
+
+
+def test_heatmap_slider_has_one_frame_and_step_per_matrix_on_one_scale():
+    mats = [np.full((4, 4), k, dtype=float) for k in range(5)]
+    fig = viz.heatmap_slider(mats, TOKENS, TOKENS, [f"k={k}" for k in range(5)])
+    assert [f.name for f in fig.frames] == [f"k={k}" for k in range(5)]
+    steps = fig.layout.sliders[0].steps
+    assert [s.label for s in steps] == [f"k={k}" for k in range(5)]
+    assert all(s.method == "animate" and list(s.args[0]) == [s.label] for s in steps)
+    assert {(f.data[0].zmin, f.data[0].zmax) for f in fig.frames} == {(0.0, 4.0)}
+
+
+def test_heatmap_slider_needs_frames_of_one_shape():
+    with pytest.raises(ValueError, match="one shape"):
+        viz.heatmap_slider([np.zeros((2, 2)), np.zeros((3, 2))])
+
+
+def test_lines_slider_fixes_the_y_range_over_all_frames():
+    x = np.linspace(0, 1, 5)
+    frames = [np.stack([x * k, -x * k]) for k in (1, 2, 3)]
+    fig = viz.lines_slider(x, frames, ["a", "b", "c"], names=["up", "down"])
+    assert len(fig.frames) == 3 and len(fig.layout.sliders[0].steps) == 3
+    assert [t.name for t in fig.data] == ["up", "down"]
+    lo, hi = fig.layout.yaxis.range
+    assert lo < -3 and hi > 3
+
+
+def test_attention_heatmaps_one_panel_per_head_and_a_dropdown_entry_per_layer():
+    rng = np.random.default_rng(0)
+    weights = {
+        "encoder self": rng.random((2, 3, 4, 4)),  # (L, H, S, S)
+        "cross": [rng.random((3, 2, 4))],  # one layer (H, T, S)
+    }
+    fig = viz.attention_heatmaps(
+        weights, TOKENS, {"encoder self": TOKENS, "cross": ["I", "am"]}
+    )
+    assert len(fig.data) == 2 * 3 + 1 * 3
+    buttons = fig.layout.updatemenus[0].buttons
+    assert [b.label for b in buttons] == [
+        "encoder self · layer 1",
+        "encoder self · layer 2",
+        "cross",
+    ]
+    assert sum(buttons[2].args[0]["visible"]) == 3
+    assert buttons[2].args[1]["yaxis2.ticktext"] == ["I", "am"]
+    assert sum(t.visible for t in fig.data) == 3  # only the first entry shows
+
+
+def test_to_numpy_takes_tensors():
+    torch = pytest.importorskip("torch")
+    t = torch.ones(2, 3, requires_grad=True)
+    assert viz.to_numpy(t * 2).tolist() == [[2.0] * 3] * 2
+
+
+def test_template_puts_the_cjk_font_in_plotly_figures():
+    assert pio.templates.default.endswith(viz.TEMPLATE)
+    fig = viz.heatmap(np.eye(2))
+    assert "IPAexGothic" in fig.layout.template.layout.font.family
+
+
+def test_book_renderer_gives_html_that_needs_no_plotly_download():
+    bundle = viz.BookRenderer().to_mimebundle(viz.heatmap(np.eye(2)).to_dict())
+    html = bundle["text/html"]
+    assert "Plotly.newPlot" in html and 'class="plotly-graph-div"' in html
+    assert "<script src=" not in html and "cdn" not in html.lower()
+    assert "require(" not in html
+
+
+def test_matplotlib_draws_japanese_with_ipaexgothic_and_no_missing_glyphs():
+    from matplotlib import font_manager
+
+    path = font_manager.findfont(font_manager.FontProperties(family="IPAexGothic"))
+    assert path.endswith("ipaexg.ttf")
+    fig, ax = plt.subplots()
+    viz.mpl_heatmap(ax, np.eye(4), TOKENS, TOKENS, title="注意の重み −1", annotate=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Glyph ... missing from font(s)" would raise
+        fig.canvas.draw()
+    assert [t.get_text() for t in ax.get_xticklabels()] == TOKENS
+    plt.close(fig)

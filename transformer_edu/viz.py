@@ -1,0 +1,489 @@
+"""Plotting helpers every chapter uses: plotly figures that stay interactive in the
+static book, and matplotlib with a font that has Japanese glyphs.
+
+How a figure reaches the reader (decided here, once):
+
+- Plotly: build a figure with a helper below (or ``go.Figure``) and make it the
+  cell's last expression, or call ``viz.show(fig)`` / ``fig.show()``. Importing this
+  module sets the renderer. In the book build (``TRANSFORMER_EDU_BOOK=1``, which the
+  book's Sphinx extension ``scripts/book_extension.py`` sets for the kernels it starts)
+  the renderer is ``"transformer_edu_book"``: HTML that draws with the plotly.js the
+  book serves from its own ``_static`` (no CDN, no require.js). myst-nb would drop
+  plotly's default output, a bare ``application/vnd.plotly.v1+json``, with a warning.
+  Everywhere else (JupyterLab, Notebook 7, VS Code, Colab) plotly keeps the renderer
+  it picks for that front end.
+- Sliders and dropdowns are plotly frames and ``updatemenus``: they run in the
+  browser, so they work in the static HTML without a kernel.
+- Japanese text: the plotly template ``"transformer_edu"`` puts IPAexGothic in the
+  font stack (the book ships that font with an ``@font-face``); matplotlib uses
+  IPAexGothic from the ``matplotlib-fontja`` package.
+- Live recomputation: matplotlib inside ``ipywidgets.interact`` (``mpl_heatmap``
+  helps). The book shows the widget with its first picture; moving it needs a kernel.
+- Not in the book: a plotly figure inside a widget's output or ``go.FigureWidget``
+  (the static page cannot draw them), ``plotly.express`` (needs pandas, which is not
+  installed), or setting ``plotly.io.renderers.default`` in a chapter.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.io import base_renderers
+
+BOOK_ENV_VAR = "TRANSFORMER_EDU_BOOK"
+BOOK_RENDERER = "transformer_edu_book"
+TEMPLATE = "transformer_edu"
+CJK_FONT = "IPAexGothic"
+# Latin first, then fonts with Japanese glyphs; IPAexGothic is the one the book ships.
+FONT_FAMILY = (
+    '"Open Sans", verdana, arial, IPAexGothic, "Hiragino Sans", "Yu Gothic", '
+    '"Noto Sans CJK JP", sans-serif'
+)
+DEFAULT_HEIGHT = 450  # px, when a figure sets none
+
+__all__ = [
+    "BOOK_RENDERER",
+    "FONT_FAMILY",
+    "TEMPLATE",
+    "attention_heatmaps",
+    "heatmap",
+    "heatmap_slider",
+    "lines_slider",
+    "mpl_heatmap",
+    "setup",
+    "show",
+    "to_numpy",
+]
+
+
+class BookRenderer(base_renderers.MimetypeRenderer):
+    """HTML for the static book: draws with a ``window.Plotly`` the page already has."""
+
+    def to_mimebundle(self, fig_dict: dict) -> dict[str, str]:
+        height = fig_dict.get("layout", {}).get("height") or DEFAULT_HEIGHT
+        html = pio.to_html(
+            fig_dict,
+            include_plotlyjs=False,  # the book loads _static/vendor/plotly/plotly.min.js
+            include_mathjax=False,
+            full_html=False,
+            auto_play=False,  # a figure with frames waits for its slider
+            default_width="100%",
+            default_height=f"{height}px",
+            config={"responsive": True, "displaylogo": False},
+            validate=False,
+        )
+        return {"text/html": html}
+
+
+def setup() -> None:
+    """Register the plotly template and book renderer; give matplotlib a CJK font.
+
+    Runs on import; calling it again is harmless.
+    """
+    pio.templates[TEMPLATE] = go.layout.Template(
+        layout={
+            "font": {"family": FONT_FAMILY},
+            "hoverlabel": {"font": {"family": FONT_FAMILY}},
+            "margin": {"l": 60, "r": 20, "t": 60, "b": 50},
+        }
+    )
+    pio.templates.default = f"plotly_white+{TEMPLATE}"
+    pio.renderers[BOOK_RENDERER] = BookRenderer()
+    if os.environ.get(BOOK_ENV_VAR) == "1":
+        pio.renderers.default = BOOK_RENDERER
+    _setup_matplotlib()
+
+
+def _setup_matplotlib() -> None:
+    import matplotlib as mpl
+
+    try:
+        import matplotlib_fontja  # noqa: F401  (registers IPAexGothic on import)
+    except ImportError:
+        warnings.warn(
+            "matplotlib-fontja is not installed, so Japanese text in matplotlib "
+            "figures shows as boxes: pip install matplotlib-fontja",
+            stacklevel=3,
+        )
+        return
+    # DejaVu Sans after IPAexGothic fills the few glyphs IPAexGothic lacks.
+    mpl.rcParams["font.family"] = [CJK_FONT, "DejaVu Sans"]
+
+
+def show(fig: go.Figure) -> None:
+    """Display ``fig`` with the renderer chosen at import (same as ``fig.show()``)."""
+    fig.show()
+
+
+def to_numpy(values: Any) -> np.ndarray:
+    """A float array from a tensor (any device, with grad or not), array or list."""
+    if hasattr(values, "detach"):
+        values = values.detach().cpu().float().numpy()
+    return np.asarray(values, dtype=float)
+
+
+def _labels(labels: Sequence[Any] | None, n: int, axis: str) -> list[str]:
+    if labels is None:
+        return [str(i) for i in range(n)]
+    labels = [str(label) for label in labels]
+    if len(labels) != n:
+        raise ValueError(f"{axis} has {len(labels)} labels for {n} columns/rows")
+    return labels
+
+
+def _token_axis(labels: list[str], title: str | None) -> dict[str, Any]:
+    # Positions, not categories: a sentence may repeat a token ("the ... the"), and a
+    # categorical axis would merge the two columns into one.
+    return {
+        "tickmode": "array",
+        "tickvals": list(range(len(labels))),
+        "ticktext": labels,
+        "title": {"text": title} if title else None,
+        "showgrid": False,
+    }
+
+
+def _heatmap_trace(
+    z: np.ndarray,
+    x: list[str],
+    y: list[str],
+    colorscale: str,
+    zmin: float | None,
+    zmax: float | None,
+    **kwargs: Any,
+) -> go.Heatmap:
+    hover = np.array([[f"{yi} → {xj}" for xj in x] for yi in y])
+    return go.Heatmap(
+        z=z,
+        x=list(range(len(x))),
+        y=list(range(len(y))),
+        customdata=hover,
+        hovertemplate="%{customdata}<br>%{z:.3f}<extra></extra>",
+        colorscale=colorscale,
+        zmin=zmin,
+        zmax=zmax,
+        **kwargs,
+    )
+
+
+def heatmap(
+    z: Any,
+    x: Sequence[Any] | None = None,
+    y: Sequence[Any] | None = None,
+    *,
+    title: str | None = None,
+    colorscale: str = "Blues",
+    zmin: float | None = None,
+    zmax: float | None = None,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+    height: int | None = None,
+    annotate: bool = False,
+) -> go.Figure:
+    """A heatmap of a 2-D matrix, row 0 at the top (attention: rows = queries, y).
+
+    Shape: z (len(y), len(x)); x and y label the columns and rows (tokens welcome).
+    ``annotate`` writes each value in its cell.
+    """
+    z = to_numpy(z)
+    if z.ndim != 2:
+        raise ValueError(f"heatmap needs a 2-D matrix, got shape {tuple(z.shape)}")
+    xs, ys = _labels(x, z.shape[1], "x"), _labels(y, z.shape[0], "y")
+    text = {"texttemplate": "%{z:.2f}"} if annotate else {}
+    fig = go.Figure(_heatmap_trace(z, xs, ys, colorscale, zmin, zmax, **text))
+    fig.update_layout(
+        title=title,
+        xaxis=_token_axis(xs, xlabel),
+        yaxis={**_token_axis(ys, ylabel), "autorange": "reversed"},
+        height=height or _square_height(len(ys)),
+    )
+    return fig
+
+
+def _square_height(rows: int) -> int:
+    return int(min(700, max(320, 140 + 40 * rows)))
+
+
+def _slider(labels: list[str], prefix: str) -> dict[str, Any]:
+    steps = [
+        {
+            "label": label,
+            "method": "animate",
+            "args": [
+                [label],
+                {
+                    "mode": "immediate",
+                    "frame": {"duration": 0, "redraw": True},
+                    "transition": {"duration": 0},
+                },
+            ],
+        }
+        for label in labels
+    ]
+    return {
+        "active": 0,
+        "steps": steps,
+        "currentvalue": {"prefix": prefix},
+        "pad": {"t": 40},
+    }
+
+
+def heatmap_slider(
+    frames: Sequence[Any],
+    x: Sequence[Any] | None = None,
+    y: Sequence[Any] | None = None,
+    slider_labels: Sequence[Any] | None = None,
+    *,
+    title: str | None = None,
+    colorscale: str = "Blues",
+    zmin: float | None = None,
+    zmax: float | None = None,
+    slider_prefix: str = "",
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+    height: int | None = None,
+    annotate: bool = False,
+) -> go.Figure:
+    """Heatmaps of several matrices of one shape, a slider picking which is shown.
+
+    The colour scale is shared (the min and max over all frames unless given), so
+    colours compare across slider positions. Shape: each frame (len(y), len(x)).
+    """
+    mats = [to_numpy(f) for f in frames]
+    if not mats:
+        raise ValueError("heatmap_slider needs at least one frame")
+    shape = mats[0].shape
+    if len(shape) != 2 or any(m.shape != shape for m in mats):
+        shapes = sorted({tuple(m.shape) for m in mats})
+        raise ValueError(f"heatmap_slider needs 2-D frames of one shape, got {shapes}")
+    labels = _labels(slider_labels, len(mats), "slider_labels")
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"slider_labels must be unique (frame names): {labels}")
+    xs, ys = _labels(x, shape[1], "x"), _labels(y, shape[0], "y")
+    zmin = float(min(m.min() for m in mats)) if zmin is None else zmin
+    zmax = float(max(m.max() for m in mats)) if zmax is None else zmax
+    text = {"texttemplate": "%{z:.2f}"} if annotate else {}
+    traces = [_heatmap_trace(m, xs, ys, colorscale, zmin, zmax, **text) for m in mats]
+    fig = go.Figure(
+        data=[traces[0]],
+        frames=[
+            go.Frame(data=[t], name=n) for t, n in zip(traces, labels, strict=True)
+        ],
+    )
+    fig.update_layout(
+        title=title,
+        xaxis=_token_axis(xs, xlabel),
+        yaxis={**_token_axis(ys, ylabel), "autorange": "reversed"},
+        sliders=[_slider(labels, slider_prefix)],
+        height=height or _square_height(len(ys)) + 80,
+    )
+    return fig
+
+
+def lines_slider(
+    x: Sequence[float],
+    frames: Sequence[Any],
+    slider_labels: Sequence[Any] | None = None,
+    *,
+    names: Sequence[str] | None = None,
+    title: str | None = None,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+    slider_prefix: str = "",
+    height: int = 450,
+) -> go.Figure:
+    """Line plots that change with a slider: frame k draws its rows against ``x``.
+
+    Shape: each frame (n_lines, len(x)) (a 1-D frame is one line). The y range is
+    fixed over all frames so that moving the slider shows the change.
+    """
+    mats = [np.atleast_2d(to_numpy(f)) for f in frames]
+    if not mats:
+        raise ValueError("lines_slider needs at least one frame")
+    xs = to_numpy(x)
+    n_lines = mats[0].shape[0]
+    for k, m in enumerate(mats):
+        if m.shape != (n_lines, len(xs)):
+            raise ValueError(
+                f"frame {k} has shape {m.shape}, expected ({n_lines}, {len(xs)})"
+            )
+    labels = _labels(slider_labels, len(mats), "slider_labels")
+    line_names = _labels(names, n_lines, "names")
+    lo = float(min(np.nanmin(m) for m in mats))
+    hi = float(max(np.nanmax(m) for m in mats))
+    pad = 0.05 * (hi - lo or 1.0)
+
+    def traces(m: np.ndarray) -> list[go.Scatter]:
+        return [
+            go.Scatter(x=xs, y=row, mode="lines", name=name)
+            for row, name in zip(m, line_names, strict=True)
+        ]
+
+    fig = go.Figure(
+        data=traces(mats[0]),
+        frames=[
+            go.Frame(data=traces(m), name=n) for m, n in zip(mats, labels, strict=True)
+        ],
+    )
+    fig.update_layout(
+        title=title,
+        xaxis_title=xlabel,
+        yaxis_title=ylabel,
+        yaxis_range=[lo - pad, hi + pad],
+        sliders=[_slider(labels, slider_prefix)],
+        height=height,
+    )
+    return fig
+
+
+def _as_layers(w: Any) -> np.ndarray:
+    """(L, H, T, S) from (L, H, T, S), (H, T, S), (T, S) or a list of layers."""
+    if isinstance(w, (list, tuple)):
+        arr = np.stack([_as_heads(to_numpy(layer)) for layer in w])
+    else:
+        arr = to_numpy(w)
+        while arr.ndim < 4:
+            arr = arr[None]
+    if arr.ndim != 4:
+        raise ValueError(f"attention weights must be (L, H, T, S), got {arr.shape}")
+    return arr
+
+
+def _as_heads(a: np.ndarray) -> np.ndarray:
+    if a.ndim == 4 and a.shape[0] == 1:  # a batch of one: (1, H, T, S)
+        a = a[0]
+    if a.ndim == 2:
+        a = a[None]
+    if a.ndim != 3:
+        raise ValueError(f"one layer's weights must be (H, T, S), got {a.shape}")
+    return a
+
+
+def _pick(tokens: Any, name: str) -> Sequence[Any] | None:
+    return tokens.get(name) if isinstance(tokens, Mapping) else tokens
+
+
+def attention_heatmaps(
+    weights: Mapping[str, Any],
+    x_tokens: Sequence[Any] | Mapping[str, Sequence[Any]] | None = None,
+    y_tokens: Sequence[Any] | Mapping[str, Sequence[Any]] | None = None,
+    *,
+    title: str | None = None,
+    colorscale: str = "Blues",
+    zmax: float | None = 1.0,
+    height: int | None = None,
+) -> go.Figure:
+    """Attention maps, one panel per head, a dropdown picking the attention and layer.
+
+    ``weights`` maps a name ("encoder self", "cross", ...) to weights of shape
+    (L, H, T, S), (H, T, S) or (T, S), or a list of L arrays (H, T, S). Tokens label
+    keys (x, S) and queries (y, T); pass a dict name -> tokens when they differ.
+    """
+    if not weights:
+        raise ValueError("attention_heatmaps needs at least one entry in weights")
+    blocks = {name: _as_layers(w) for name, w in weights.items()}
+    n_heads = max(b.shape[1] for b in blocks.values())
+    fig = _head_grid(n_heads)
+    options = []  # (label, trace indices, axis labels)
+    for name, block in blocks.items():
+        n_layers, heads, t, s = block.shape
+        xs = _labels(_pick(x_tokens, name), s, f"x_tokens[{name!r}]")
+        ys = _labels(_pick(y_tokens, name), t, f"y_tokens[{name!r}]")
+        for layer in range(n_layers):
+            first = len(fig.data)
+            for h in range(heads):
+                trace = _heatmap_trace(block[layer, h], xs, ys, colorscale, 0.0, zmax)
+                trace.update(showscale=(h == 0), visible=not options)
+                fig.add_trace(trace, row=1, col=h + 1)
+            label = name if n_layers == 1 else f"{name} · layer {layer + 1}"
+            options.append((label, range(first, len(fig.data)), xs, ys))
+    buttons = []
+    for label, idx, xs, ys in options:
+        visible = [i in idx for i in range(len(fig.data))]
+        axes: dict[str, Any] = {}
+        for h in range(n_heads):
+            suffix = "" if h == 0 else str(h + 1)
+            axes[f"xaxis{suffix}.ticktext"] = xs
+            axes[f"xaxis{suffix}.tickvals"] = list(range(len(xs)))
+            axes[f"yaxis{suffix}.ticktext"] = ys
+            axes[f"yaxis{suffix}.tickvals"] = list(range(len(ys)))
+        buttons.append(
+            {"label": label, "method": "update", "args": [{"visible": visible}, axes]}
+        )
+    _, _, xs, ys = options[0]
+    fig.update_xaxes(_token_axis(xs, None))
+    fig.update_yaxes({**_token_axis(ys, None), "autorange": "reversed"})
+    for h in range(1, n_heads):  # query labels once, on the left
+        fig.update_yaxes(showticklabels=False, row=1, col=h + 1)
+    fig.update_layout(
+        title=title,
+        # the dropdown sits between the title and the "head h" titles
+        updatemenus=[
+            {
+                "buttons": buttons,
+                "active": 0,
+                "x": 0,
+                "xanchor": "left",
+                "y": 1,
+                "yanchor": "bottom",
+                "pad": {"b": 30},
+            }
+        ],
+        height=height or 230 + 40 * len(ys),
+        margin={"t": 140},
+    )
+    return fig
+
+
+def _head_grid(n_heads: int) -> go.Figure:
+    from plotly.subplots import make_subplots
+
+    return make_subplots(
+        rows=1,
+        cols=n_heads,
+        subplot_titles=[f"head {h + 1}" for h in range(n_heads)],
+        horizontal_spacing=0.04,
+    )
+
+
+def mpl_heatmap(
+    ax: Any,
+    z: Any,
+    x: Sequence[Any] | None = None,
+    y: Sequence[Any] | None = None,
+    *,
+    title: str | None = None,
+    cmap: str = "Blues",
+    vmin: float | None = None,
+    vmax: float | None = None,
+    annotate: bool = False,
+) -> Any:
+    """Draw a matrix on a matplotlib ``ax`` with token tick labels; returns the image.
+
+    For figures redrawn inside ``ipywidgets.interact``. Shape: z (len(y), len(x)).
+    """
+    z = to_numpy(z)
+    if z.ndim != 2:
+        raise ValueError(f"mpl_heatmap needs a 2-D matrix, got shape {tuple(z.shape)}")
+    xs, ys = _labels(x, z.shape[1], "x"), _labels(y, z.shape[0], "y")
+    image = ax.imshow(z, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    ax.set_xticks(range(len(xs)), xs)
+    ax.set_yticks(range(len(ys)), ys)
+    if title:
+        ax.set_title(title)
+    if annotate:
+        mid = (np.nanmax(z) + np.nanmin(z)) / 2
+        for i in range(z.shape[0]):
+            for j in range(z.shape[1]):
+                color = "white" if z[i, j] > mid else "black"
+                ax.text(j, i, f"{z[i, j]:.2f}", ha="center", va="center", color=color)
+    return image
+
+
+setup()
