@@ -26,11 +26,11 @@ def _stack_kwargs(layer: nn.Module) -> dict:
     )
 
 
-class Encoder(nn.Module):
-    """N encoder layers, and a final LayerNorm if ``final_norm`` (pre-LN needs it).
+class _Stack(nn.Module):
+    """N identical layers of ``layer_cls``, and a final LayerNorm if ``final_norm``
+    (None: only for pre-LN, whose residual stream is never normalised otherwise)."""
 
-    Shape: x (B, S, D) embedded source, src_mask broadcastable to (B, H, S, S) -> (B, S, D).
-    """
+    layer_cls: type[nn.Module]
 
     def __init__(
         self,
@@ -47,33 +47,43 @@ class Encoder(nn.Module):
     ):
         super().__init__()
         self.layers = nn.ModuleList(
-            EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first, layer_norm_eps,
-                         fused_qkv, fast_attention)
+            self.layer_cls(d_model, n_heads, d_ff, dropout, norm_first, layer_norm_eps,
+                           fused_qkv, fast_attention)
             for _ in range(n_layers)
         )  # fmt: skip
         final_norm = norm_first if final_norm is None else final_norm
         self.norm = LayerNorm(d_model, layer_norm_eps) if final_norm else None
+
+    @classmethod
+    def from_torch(cls, stack: nn.TransformerEncoder | nn.TransformerDecoder, **kwargs):
+        """Ours, carrying exactly the weights of ``stack`` (ReLU; we are batch first)."""
+        first = stack.layers[0]
+        ours = cls(len(stack.layers), final_norm=stack.norm is not None,
+                   **_stack_kwargs(first), **kwargs)  # fmt: skip
+        ours.to(first.linear1.weight.device, first.linear1.weight.dtype)
+        for mine, theirs in zip(ours.layers, stack.layers, strict=True):
+            copy_torch_layer_(mine, theirs)
+        if stack.norm is not None:
+            ours.norm.load_state_dict(LayerNorm.from_torch(stack.norm).state_dict())
+        return ours
+
+
+class Encoder(_Stack):
+    """N encoder layers (+ final LayerNorm); ``Encoder.from_torch(nn.TransformerEncoder)``.
+
+    Shape: x (B, S, D) embedded source, src_mask broadcastable to (B, H, S, S) -> (B, S, D).
+    """
+
+    layer_cls = EncoderLayer
 
     def forward(self, x: Tensor, src_mask: Tensor | None = None) -> Tensor:
         for layer in self.layers:
             x = layer(x, src_mask)
         return x if self.norm is None else self.norm(x)
 
-    @classmethod
-    def from_torch(cls, e: nn.TransformerEncoder, **kwargs) -> Encoder:
-        """An Encoder carrying exactly the weights of ``e`` (ReLU; we are batch first)."""
-        ours = cls(len(e.layers), final_norm=e.norm is not None,
-                   **_stack_kwargs(e.layers[0]), **kwargs)  # fmt: skip
-        ours.to(e.layers[0].linear1.weight.device, e.layers[0].linear1.weight.dtype)
-        for mine, theirs in zip(ours.layers, e.layers, strict=True):
-            copy_torch_layer_(mine, theirs)
-        if e.norm is not None:
-            ours.norm.load_state_dict(LayerNorm.from_torch(e.norm).state_dict())
-        return ours
 
-
-class Decoder(nn.Module):
-    """N decoder layers, and a final LayerNorm if ``final_norm``.
+class Decoder(_Stack):
+    """N decoder layers (+ final LayerNorm); ``Decoder.from_torch(nn.TransformerDecoder)``.
 
     ``cache`` is a list with one dict per layer for incremental decoding (see
     ``DecoderLayer``); create it with ``Decoder.new_cache()``.
@@ -82,27 +92,7 @@ class Decoder(nn.Module):
     memory_mask (B, H, T, S) -> (B, T, D).
     """
 
-    def __init__(
-        self,
-        n_layers: int,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.1,
-        norm_first: bool = False,
-        final_norm: bool | None = None,
-        layer_norm_eps: float = 1e-5,
-        fused_qkv: bool = False,
-        fast_attention: bool = True,
-    ):
-        super().__init__()
-        self.layers = nn.ModuleList(
-            DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, layer_norm_eps,
-                         fused_qkv, fast_attention)
-            for _ in range(n_layers)
-        )  # fmt: skip
-        final_norm = norm_first if final_norm is None else final_norm
-        self.norm = LayerNorm(d_model, layer_norm_eps) if final_norm else None
+    layer_cls = DecoderLayer
 
     def new_cache(self) -> list[dict]:
         return [{} for _ in self.layers]
@@ -124,18 +114,6 @@ class Decoder(nn.Module):
                 x, memory, tgt_mask, memory_mask, None if cache is None else cache[i]
             )
         return x if self.norm is None else self.norm(x)
-
-    @classmethod
-    def from_torch(cls, d: nn.TransformerDecoder, **kwargs) -> Decoder:
-        """A Decoder carrying exactly the weights of ``d`` (ReLU; we are batch first)."""
-        ours = cls(len(d.layers), final_norm=d.norm is not None,
-                   **_stack_kwargs(d.layers[0]), **kwargs)  # fmt: skip
-        ours.to(d.layers[0].linear1.weight.device, d.layers[0].linear1.weight.dtype)
-        for mine, theirs in zip(ours.layers, d.layers, strict=True):
-            copy_torch_layer_(mine, theirs)
-        if d.norm is not None:
-            ours.norm.load_state_dict(LayerNorm.from_torch(d.norm).state_dict())
-        return ours
 
 
 class Generator(nn.Module):
