@@ -73,3 +73,26 @@ def test_training_is_deterministic_on_cpu():
         cfg = TrainConfig(epochs=2, batch_size=16, seed=3, device="cpu")
         losses.append(train(model, pairs, sv, tv, cfg, progress=False).step_loss)
     assert losses[0] == losses[1]
+
+
+def test_cooldown_falls_linearly_to_the_floor_over_the_last_steps():
+    from transformer_edu.training import cooldown_factor
+
+    assert cooldown_factor(70, 100, 0.3) == 1.0
+    assert cooldown_factor(85, 100, 0.3) == pytest.approx(1 - 0.95 * 0.5)
+    assert cooldown_factor(100, 100, 0.3) == pytest.approx(0.05)
+    assert cooldown_factor(100, 100, 0.0) == 1.0
+
+
+def test_history_records_the_learning_rate_each_step_used():
+    from transformer_edu.data import build_vocabs, load_corpus
+    from transformer_edu.model import make_model
+    from transformer_edu.training import train
+
+    pairs = load_corpus("train")[:48]
+    sv, tv = build_vocabs(pairs)
+    model = make_model(len(sv), len(tv), n_layers=1, d_model=16, n_heads=2, d_ff=32)
+    cfg = TrainConfig(epochs=1, batch_size=16, warmup=10, cooldown=0.0, device="cpu")
+    hist = train(model, pairs, sv, tv, cfg, progress=False)
+    expected = [noam_lr(s, 16, 10, cfg.lr_factor) for s in (1, 2, 3)]
+    assert hist.step_lr == pytest.approx(expected)

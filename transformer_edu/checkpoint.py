@@ -129,13 +129,17 @@ def toy_model(
     device: str | None = None,
 ) -> tuple[Transformer, Vocab, Vocab]:
     """The trained default toy model, loaded from ``path`` (default location), or
-    trained and saved there first if it is missing or was trained on another corpus."""
-    from .training import train_toy_model
+    trained and saved there first if it is missing or was trained on another corpus.
 
+    The model is returned in eval mode on ``device`` (default: CUDA if present, else CPU).
+    """
+    from .training import pick_device, train_toy_model
+
+    device = pick_device(device)  # trained or loaded, the model ends up here
     path = Path(path) if path else default_checkpoint_path()
     if path.is_file():
         try:
-            model, sv, tv, meta = load_checkpoint(path, device or "cpu")
+            model, sv, tv, meta = load_checkpoint(path, device)
         except CheckpointError:
             if not train_if_missing:
                 raise

@@ -31,6 +31,21 @@ def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
+def cooldown_factor(
+    step: int, total: int, fraction: float, floor: float = 0.05
+) -> float:
+    """1 until the last ``fraction`` of ``total`` steps, then down linearly to ``floor``.
+
+    Not in the paper: a short cool-down lets a small model settle on its training set.
+    """
+    if fraction <= 0:
+        return 1.0
+    start = total * (1.0 - fraction)
+    if step <= start:
+        return 1.0
+    return max(floor, 1.0 - (1.0 - floor) * (step - start) / (total - start))
+
+
 def smoothed_targets(target: Tensor, vocab_size: int, smoothing: float) -> Tensor:
     """The distribution label smoothing trains towards: (1 - ε) one-hot + ε / V.
 
@@ -55,10 +70,11 @@ def sequence_loss(logits: Tensor, tgt_out: Tensor, smoothing: float = 0.0) -> Te
 class TrainConfig:
     """How to train (the model's own sizes live in TransformerConfig)."""
 
-    epochs: int = 18  # passes over the training pairs
+    epochs: int = 20  # passes over the training pairs
     batch_size: int = 64  # sentence pairs per step
-    lr_factor: float = 0.25  # multiplies the paper's warm-up schedule
+    lr_factor: float = 0.3  # multiplies the paper's warm-up schedule
     warmup: int = 100  # steps of linear learning-rate warm-up
+    cooldown: float = 0.3  # last fraction of steps where lr falls linearly to 5%
     clip_grad_norm: float | None = 1.0  # rescale larger gradients to this norm
     label_smoothing: float = 0.1  # ε of label smoothing
     seed: int = 0  # seeds the initial weights' dropout and the batch order
@@ -137,13 +153,18 @@ def train(
     torch.manual_seed(cfg.seed)
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     d_model = model.config.d_model
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: noam_lr(s + 1, d_model, cfg.warmup, cfg.lr_factor)
-    )
     steps_per_epoch = -(-len(train_pairs) // cfg.batch_size)
+    total = cfg.epochs * steps_per_epoch
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt,
+        lambda s: (
+            noam_lr(s + 1, d_model, cfg.warmup, cfg.lr_factor)
+            * cooldown_factor(s + 1, total, cfg.cooldown)
+        ),
+    )
     hist = History(device=str(device))
     start = time.perf_counter()
-    bar = tqdm(total=cfg.epochs * steps_per_epoch, disable=not progress, desc="train")
+    bar = tqdm(total=total, disable=not progress, desc="train")
     for epoch in range(1, cfg.epochs + 1):
         model.train()
         loss_sum = correct = count = 0.0
@@ -156,6 +177,7 @@ def train(
             loss.backward()
             if cfg.clip_grad_norm:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm)
+            lr = opt.param_groups[0]["lr"]  # the rate this step used
             opt.step()
             sched.step()
             real = tgt_out != Vocab.PAD
@@ -164,7 +186,7 @@ def train(
             correct += int(((logits.argmax(-1) == tgt_out) & real).sum())
             count += n
             hist.step_loss.append(loss.item())
-            hist.step_lr.append(opt.param_groups[0]["lr"])
+            hist.step_lr.append(lr)
             bar.update(1)
             bar.set_postfix(epoch=epoch, loss=f"{loss.item():.3f}")
         hist.epoch_loss.append(loss_sum / count)
