@@ -1,0 +1,426 @@
+"""The classroom checkers: they pass correct code, catch every bug in the zoo with the
+right hint, and report (never raise) what goes wrong inside a learner's code."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_edu import (
+    LayerNorm,
+    MultiHeadAttention,
+    causal_mask,
+    exercises,
+    padding_mask,
+    scaled_dot_product_attention,
+    sinusoidal_table,
+    target_mask,
+)
+from transformer_edu.decoding import greedy_decode
+from transformer_edu.exercises import BUG_ZOO, CHECKERS, CheckResult
+from transformer_edu.training import noam_lr, smoothed_targets
+
+# --- the package's own code, wrapped to each exercise's signature --------------------
+
+
+def _package_token_embedding(tokens, weight, pad_idx=0):
+    from transformer_edu import TokenEmbedding
+
+    emb = TokenEmbedding(*weight.shape, padding_idx=pad_idx)
+    with torch.no_grad():
+        emb.embedding.weight.copy_(weight)
+        return emb(tokens)
+
+
+class _PackageMHA(nn.Module):
+    def __init__(self, d_model, n_heads):
+        super().__init__()
+        self.inner = MultiHeadAttention(d_model, n_heads)
+        inner = self.inner
+        self.q_proj, self.k_proj = inner.q_proj, inner.k_proj
+        self.v_proj, self.out_proj = inner.v_proj, inner.out_proj
+
+    def forward(self, query, key, value, mask=None):
+        return self.inner(query, key, value, mask)
+
+
+REFERENCE = {
+    "check_token_embedding": _package_token_embedding,
+    "check_positional_encoding": sinusoidal_table,
+    "check_add_positional_encoding": lambda x, table: x + table[: x.size(1)],
+    "check_scaled_dot_product_attention": scaled_dot_product_attention,
+    "check_split_heads": lambda x, h: MultiHeadAttention(x.size(-1), h).split_heads(x),
+    "check_combine_heads": lambda x: MultiHeadAttention(
+        x.size(1) * x.size(-1), x.size(1)
+    ).combine_heads(x),
+    "check_multi_head_attention": _PackageMHA,
+    "check_causal_mask": causal_mask,
+    "check_padding_mask": padding_mask,
+    "check_layer_norm": LayerNorm,
+    "check_transformer_masks": lambda s, t, pad_idx=0: (
+        padding_mask(s, pad_idx),
+        target_mask(t, pad_idx),
+        padding_mask(s, pad_idx),
+    ),
+    "check_label_smoothing": smoothed_targets,
+    "check_noam_lr": noam_lr,
+    "check_greedy_decode": lambda m, src, n: greedy_decode(m, src, max_len=n).tokens[0],
+}
+
+
+# --- hand-written solutions, as a learner would write them --------------------------
+
+
+def hand_token_embedding(tokens, weight, pad_idx=0):
+    x = weight[tokens] * math.sqrt(weight.size(1))  # (B, L, D)
+    return x * (tokens != pad_idx).unsqueeze(-1)
+
+
+def hand_positional_encoding(max_len, d_model):
+    pe = torch.zeros(max_len, d_model)
+    pos = torch.arange(max_len).unsqueeze(1).float()  # (L, 1)
+    freq = torch.exp(-math.log(10000.0) * torch.arange(0, d_model, 2) / d_model)
+    pe[:, 0::2] = torch.sin(pos * freq)
+    pe[:, 1::2] = torch.cos(pos * freq[: d_model // 2])
+    return pe
+
+
+def hand_add_positional_encoding(x, table):
+    return x + table[: x.shape[1]].unsqueeze(0)
+
+
+def hand_attention(q, k, v, mask=None):
+    scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(k.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(mask == 0, -1e9)
+    return torch.matmul(F.softmax(scores, dim=-1), v)  # output only
+
+
+def hand_split_heads(x, n_heads):
+    B, T, D = x.shape
+    return x.reshape(B, T, n_heads, D // n_heads).permute(0, 2, 1, 3)
+
+
+def hand_combine_heads(x):
+    B, H, T, Dh = x.shape
+    return x.permute(0, 2, 1, 3).contiguous().view(B, T, H * Dh)
+
+
+class HandMHA(nn.Module):
+    def __init__(self, d_model, n_heads):
+        super().__init__()
+        self.h, self.d_k = n_heads, d_model // n_heads
+        self.w_q = nn.Linear(d_model, d_model, bias=False)
+        self.w_k = nn.Linear(d_model, d_model, bias=False)
+        self.w_v = nn.Linear(d_model, d_model, bias=False)
+        self.w_o = nn.Linear(d_model, d_model, bias=False)
+
+    def forward(self, query, key, value, mask=None):
+        B = query.size(0)
+
+        def split(x):
+            return x.view(B, -1, self.h, self.d_k).transpose(1, 2)
+
+        q, k, v = split(self.w_q(query)), split(self.w_k(key)), split(self.w_v(value))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-1e9"))
+        weights = scores.softmax(-1)
+        out = (weights @ v).transpose(1, 2).reshape(B, -1, self.h * self.d_k)
+        return self.w_o(out), weights
+
+
+def hand_causal_mask(T):
+    return torch.tril(torch.ones(1, 1, T, T)).bool()
+
+
+def hand_padding_mask(tokens, pad_idx):
+    return (tokens != pad_idx).unsqueeze(1).unsqueeze(2)
+
+
+class HandLayerNorm(nn.Module):
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.gamma = nn.Parameter(torch.ones(d_model))
+        self.beta = nn.Parameter(torch.zeros(d_model))
+        self.eps = eps
+
+    def forward(self, x):
+        mu = x.mean(-1, keepdim=True)
+        var = ((x - mu) ** 2).mean(-1, keepdim=True)
+        return self.gamma * (x - mu) * torch.rsqrt(var + self.eps) + self.beta
+
+
+def hand_transformer_masks(src, tgt, pad_idx=0):
+    T = tgt.size(1)
+    src_mask = (src != pad_idx)[:, None, None, :]
+    future = torch.ones(T, T, dtype=torch.bool).tril()
+    tgt_mask = (tgt != pad_idx)[:, None, None, :] & future
+    return src_mask, tgt_mask, src_mask
+
+
+def hand_label_smoothing(target, vocab_size, smoothing):
+    out = torch.full((len(target), vocab_size), smoothing / vocab_size)
+    out[torch.arange(len(target)), target] += 1 - smoothing
+    return out
+
+
+def hand_noam_lr(step, d_model, warmup):
+    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+def hand_greedy_decode(model, src, max_len):
+    memory, src_mask = model.encode(src)
+    ys = [1]
+    for _ in range(max_len):
+        out = model.decode(torch.tensor([ys]), memory, src_mask)  # (1, t, D)
+        nxt = model.generator(out[:, -1]).argmax(-1).item()
+        ys.append(nxt)
+        if nxt == 2:
+            break
+    return ys[1:]
+
+
+HANDWRITTEN = {
+    "check_token_embedding": hand_token_embedding,
+    "check_positional_encoding": hand_positional_encoding,
+    "check_add_positional_encoding": hand_add_positional_encoding,
+    "check_scaled_dot_product_attention": hand_attention,
+    "check_split_heads": hand_split_heads,
+    "check_combine_heads": hand_combine_heads,
+    "check_multi_head_attention": HandMHA,
+    "check_causal_mask": hand_causal_mask,
+    "check_padding_mask": hand_padding_mask,
+    "check_layer_norm": HandLayerNorm,
+    "check_transformer_masks": hand_transformer_masks,
+    "check_label_smoothing": hand_label_smoothing,
+    "check_noam_lr": hand_noam_lr,
+    "check_greedy_decode": hand_greedy_decode,
+}
+
+SCORE_SOLUTIONS = {
+    "dot": lambda q, k: q @ k.transpose(1, 2),
+    "general": lambda q, k, W: torch.einsum("bth,bsh->bts", q, W(k)),
+    "additive": lambda q, k, W1, W2, v: v(
+        torch.tanh(W1(q).unsqueeze(2) + W2(k).unsqueeze(1))
+    ).squeeze(-1),
+}
+
+CHECKERS_BUT_SCORE = sorted(set(CHECKERS) - {"check_score_function"})
+
+
+def test_every_checker_has_a_reference_and_a_handwritten_solution():
+    assert set(REFERENCE) == set(HANDWRITTEN) == set(CHECKERS_BUT_SCORE)
+
+
+@pytest.mark.parametrize("name", CHECKERS_BUT_SCORE)
+def test_checker_passes_the_package_reference(name):
+    result = CHECKERS[name](REFERENCE[name], quiet=True)
+    assert result, result.message
+    assert result.status == "passed" and result.message.startswith("✓")
+    assert result.cases_run == result.cases_total >= 2
+
+
+@pytest.mark.parametrize("name", CHECKERS_BUT_SCORE)
+def test_checker_passes_a_handwritten_solution(name):
+    result = CHECKERS[name](HANDWRITTEN[name], quiet=True)
+    assert result, result.message
+
+
+@pytest.mark.parametrize("kind", ["dot", "general", "additive"])
+def test_score_function_checker(kind):
+    assert exercises.check_score_function(SCORE_SOLUTIONS[kind], kind, quiet=True)
+    wrong = exercises.check_score_function(
+        lambda q, k, *a: SCORE_SOLUTIONS[kind](q, k, *a).transpose(1, 2), kind, True
+    )
+    assert not wrong and "transposed" in wrong.hint
+
+
+def test_additive_score_without_broadcasting_is_explained():
+    def no_broadcast(q, k, W1, W2, v):
+        return v(torch.tanh(W1(q) + W2(k))).squeeze(-1)
+
+    result = exercises.check_score_function(no_broadcast, "additive", quiet=True)
+    assert not result and "RuntimeError" in result.message
+    assert "[:, :, None, :]" in result.hint
+
+
+ZOO_CHECKS = [(bug, check) for bug in BUG_ZOO.values() for check in bug.caught_by]
+
+
+@pytest.mark.parametrize(
+    "bug, check", ZOO_CHECKS, ids=[f"{b.name}-{c}" for b, c in ZOO_CHECKS]
+)
+def test_zoo_bug_fails_its_checker_with_the_right_hint(bug, check):
+    result = CHECKERS[check](bug.implementation, quiet=True)
+    assert not result
+    assert result.status == "failed", result.message
+    assert bug.keyword.lower() in result.message.lower(), result.message
+
+
+def test_zoo_is_large_and_well_formed():
+    assert len(BUG_ZOO) >= 6
+    for bug in BUG_ZOO.values():
+        assert bug.caught_by and all(c in CHECKERS for c in bug.caught_by)
+        assert bug.description and bug.origin and bug.keyword
+    from_articles = [b for b in BUG_ZOO.values() if "article" in b.origin]
+    assert len(from_articles) >= 4
+
+
+def test_bug_check_runs_every_catching_checker():
+    bug = BUG_ZOO["scale multiplied"]
+    verdicts = bug.check()
+    assert list(verdicts) == list(bug.caught_by)
+    assert not any(verdicts.values())
+
+
+def test_an_exception_in_learner_code_is_reported_not_raised(capsys):
+    def broken(q, k, v, mask=None):
+        raise ValueError("boom at step 3")
+
+    result = exercises.check_scaled_dot_product_attention(broken)
+    assert not result and result.status == "failed"
+    assert "ValueError: boom at step 3" in result.message
+    assert "line" in result.message  # says where it happened
+    assert result.message in capsys.readouterr().out  # printed, not raised
+
+
+def test_an_exception_in_a_learner_class_is_reported():
+    class Broken(nn.Module):
+        def __init__(self, d_model, n_heads):
+            super().__init__()
+            raise KeyError("no such layer")
+
+    result = exercises.check_multi_head_attention(Broken, quiet=True)
+    assert not result and "KeyError" in result.message
+
+
+def test_an_unfinished_stub_reports_not_implemented():
+    def stub(T):
+        raise NotImplementedError
+
+    result = exercises.check_causal_mask(stub, quiet=True)
+    assert not result
+    assert result.status == "not implemented"
+    assert "not implemented yet" in result.message
+
+
+def test_a_function_returning_none_is_explained():
+    result = exercises.check_causal_mask(lambda T: None, quiet=True)
+    assert not result and "return" in result.hint
+
+
+def test_odd_answers_never_crash_the_checkers():
+    for name in CHECKERS_BUT_SCORE:
+        for answer in ("text", 3, [1.0, 2.0], (None, None, None)):
+            result = CHECKERS[name](lambda *a, answer=answer, **k: answer, quiet=True)
+            assert isinstance(result, CheckResult) and not result, name
+
+
+def test_failure_message_names_the_case_and_shows_numbers():
+    result = exercises.check_scaled_dot_product_attention(
+        BUG_ZOO["no scaling"].implementation, quiet=True
+    )
+    assert result.case and result.case in result.message
+    assert "expected out[" in result.message and "got" in result.message
+    assert result.cases_run == 1 and result.cases_total == 7
+
+
+def test_nan_from_minus_inf_is_diagnosed_only_on_the_fully_masked_case():
+    result = exercises.check_scaled_dot_product_attention(
+        BUG_ZOO["-inf gives NaN"].implementation, quiet=True
+    )
+    assert result.case == "a query with every key masked"
+    assert "NaN" in result.hint and "finfo" in result.hint
+
+
+def test_weights_returned_in_the_wrong_order_are_explained():
+    def swapped(q, k, v, mask=None):
+        out, w = scaled_dot_product_attention(q, k, v, mask)
+        return w, out
+
+    result = exercises.check_scaled_dot_product_attention(swapped, quiet=True)
+    assert not result and "output first" in result.hint
+
+
+def test_zeroing_weights_after_the_softmax_is_explained():
+    def zero_after(q, k, v, mask=None):
+        w = (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))).softmax(-1)
+        w = w if mask is None else w * mask
+        return w @ v, w
+
+    result = exercises.check_scaled_dot_product_attention(zero_after, quiet=True)
+    assert not result and "before the softmax" in result.hint
+
+
+def test_layer_norm_without_eps_is_caught_on_a_constant_token():
+    def no_eps(x, weight, bias, eps=1e-5):
+        mu = x.mean(-1, keepdim=True)
+        return weight * (x - mu) / x.var(-1, keepdim=True, unbiased=False).sqrt() + bias
+
+    result = exercises.check_layer_norm(no_eps, quiet=True)
+    assert not result and "NaN" in result.message and "σ² + ε" in result.hint
+
+
+def test_layer_norm_function_form_passes():
+    def fn(x, weight, bias, eps=1e-5):
+        return F.layer_norm(x, (x.size(-1),), weight, bias, eps)
+
+    assert exercises.check_layer_norm(fn, quiet=True)
+
+
+def test_greedy_hints_combine():
+    def with_bos_no_stop(model, src, max_len):
+        return [1, *hand_greedy_decode(model, src, max_len)] + [2, 2]
+
+    result = exercises.check_greedy_decode(with_bos_no_stop, quiet=True)
+    assert "BOS" in result.hint and "stop as soon as EOS" in result.hint
+
+
+def test_checkers_leave_the_learners_random_state_alone():
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    exercises.check_multi_head_attention(HandMHA, quiet=True)  # seeds inside
+    torch.testing.assert_close(torch.rand(3), expected)
+
+
+def test_result_object_prints_nicely():
+    ok = exercises.check_causal_mask(causal_mask, quiet=True)
+    bad = exercises.check_causal_mask(BUG_ZOO["causal mask upper"].implementation, True)
+    assert bool(ok) and not bool(bad)
+    assert repr(ok).startswith("<CheckResult ✓") and "4/4" in repr(ok)
+    assert "✗" in repr(bad) and "T=4" in repr(bad)
+    assert "#2e7d32" in ok._repr_html_() and "#c62828" in bad._repr_html_()
+    assert "hint" in bad._repr_html_()
+
+
+def test_use_attention_plugs_a_function_into_a_model_and_restores_it():
+    from transformer_edu import attention, make_model
+
+    torch.manual_seed(0)
+    model = make_model(11, 11, n_layers=1, d_model=8, n_heads=2, d_ff=16, dropout=0.0)
+    model.eval()
+    src = torch.tensor([[4, 5, 6, 0]])
+    tgt = torch.tensor([[1, 7, 8]])
+    before = model(src, tgt)
+    calls = []
+
+    def spy(q, k, v, mask=None):
+        calls.append(q.shape)
+        return scaled_dot_product_attention(q, k, v, mask)[0]  # output only
+
+    with exercises.use_attention(model, spy):
+        inside = model(src, tgt)
+        broken = exercises.attention_no_scaling
+        with exercises.use_attention(model, broken):
+            different = model(src, tgt)
+    assert len(calls) == 3  # encoder self, decoder self, cross
+    torch.testing.assert_close(inside, before)
+    assert not torch.allclose(different, before)
+    assert attention.scaled_dot_product_attention is scaled_dot_product_attention
+    assert all(m.fast for m in model.modules() if isinstance(m, MultiHeadAttention))
