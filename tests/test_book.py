@@ -128,6 +128,18 @@ def test_no_page_loads_anything_from_another_host(book):
     assert not found, f"pages that load remote resources: {found}"
 
 
+WIDGET_ERROR = re.compile(r'"output_type":\s*"error"')
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.startswith("chapters/")])
+def test_no_widget_hides_an_exception(book, page):
+    """An exception inside an ``interact`` callback lands in the widget's saved
+    output, where neither nbval nor the build notices it; the saved state shows it."""
+    html = (HTML_DIR / f"{page}.html").read_text(encoding="utf8")
+    errors = re.findall(r'"ename":\s*"([^"]+)",\s*"evalue":\s*"([^"]*)"', html)
+    assert not WIDGET_ERROR.search(html), f"{page}: a widget's output holds {errors}"
+
+
 @pytest.mark.parametrize("page", [p for p in PAGES if p.startswith("chapters/")])
 def test_chapter_page_has_the_colab_launch_button_of_its_badge(book, page):
     url, branch, book_path = repository(ROOT)

@@ -28,6 +28,12 @@ import torch
 from torch import Tensor
 
 __all__ = [
+    "ANIMALS",
+    "DESTINATIONS",
+    "NAMES",
+    "PLACES",
+    "SEASONS",
+    "THINGS",
     "SPLITS",
     "Batch",
     "Example",
