@@ -67,5 +67,7 @@ def test_check_mask_names_the_shapes():
     check_mask(torch.ones(2, 1, 1, 5, dtype=torch.bool), 2, 4, 3, 5)
     with pytest.raises(ValueError, match=r"\(2, 1, 1, 6\).*\(2, 4, 3, 5\)"):
         check_mask(torch.ones(2, 1, 1, 6, dtype=torch.bool), 2, 4, 3, 5)
+    with pytest.raises(ValueError, match="4 dimensions"):
+        check_mask(torch.ones(5, 5, dtype=torch.bool), 5, 4, 3, 5)  # (B, S) with B == T
     with pytest.raises(ValueError, match="boolean"):
         check_mask(torch.zeros(2, 1, 1, 5), 2, 4, 3, 5)

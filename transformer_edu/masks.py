@@ -93,9 +93,13 @@ def check_mask(mask: Tensor, batch: int, heads: int, t_q: int, t_k: int) -> None
         )
     want = (batch, heads, t_q, t_k)
     shape = tuple(mask.shape)
-    ok = mask.dim() <= 4 and all(
-        m in (1, w) for m, w in zip(reversed(shape), reversed(want), strict=False)
-    )
+    if mask.dim() != 4:
+        # a (B, S) mask would broadcast silently against (B, H, T, S) whenever B == T
+        raise ValueError(
+            f"attention masks have 4 dimensions (B or 1, H or 1, T_q or 1, T_k); got "
+            f"shape {shape} (a (B, S) padding mask needs [:, None, None, :])"
+        )
+    ok = all(m in (1, w) for m, w in zip(reversed(shape), reversed(want), strict=False))
     if not ok:
         raise ValueError(
             f"mask of shape {shape} does not broadcast to the attention scores "
