@@ -320,16 +320,16 @@ def test_page_renders_offline_in_chromium(book, browser, page):
     assert not problems, f"{page}: " + "; ".join(problems)
 
 
-def test_smoke_page_has_the_pipeline_outputs(book):
-    """The temporary smoke chapter exercises slider, dropdown and widget (drop with it)."""
-    page = HTML_DIR / "chapters" / "00_smoke.html"
-    if not page.exists():
-        pytest.skip("chapters/00_smoke.ipynb has been retired")
-    html = page.read_text(encoding="utf8")
-    assert html.count('class="plotly-graph-div"') == 2
-    assert '"sliders"' in html and '"updatemenus"' in html
-    assert "application/vnd.jupyter.widget-state+json" in html
+def test_book_serves_its_font_and_saves_widget_states(book):
+    """The CJK font is vendored, and chapters keep their widgets' saved state."""
     assert Path(HTML_DIR, "_static", "vendor", "fonts", "ipaexg.ttf").exists()
+    chapters = [HTML_DIR / f"{p}.html" for p in PAGES if p.startswith("chapters/")]
+    with_state = [
+        c.name
+        for c in chapters
+        if "application/vnd.jupyter.widget-state+json" in c.read_text(encoding="utf8")
+    ]
+    assert len(with_state) == len(chapters), f"widget state only in {with_state}"
 
 
 def test_control_check_can_fail(browser, tmp_path):
