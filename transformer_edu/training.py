@@ -70,7 +70,7 @@ def sequence_loss(logits: Tensor, tgt_out: Tensor, smoothing: float = 0.0) -> Te
 class TrainConfig:
     """How to train (the model's own sizes live in TransformerConfig)."""
 
-    epochs: int = 20  # passes over the training pairs
+    epochs: int = 30  # passes over the training pairs
     batch_size: int = 64  # sentence pairs per step
     lr_factor: float = 0.3  # multiplies the paper's warm-up schedule
     warmup: int = 100  # steps of linear learning-rate warm-up
