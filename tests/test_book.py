@@ -206,7 +206,7 @@ STATE_JS = """(i) => {
     steps: fl.sliders && fl.sliders.length ? fl.sliders[0].steps.length : 0,
     menu: fl.updatemenus && fl.updatemenus.length ? fl.updatemenus[0].active : null,
     buttons: fl.updatemenus && fl.updatemenus.length ? fl.updatemenus[0].buttons.length : 0,
-    data: JSON.stringify(gd._fullData.map(d => [d.visible, d.z || d.y || null])),
+    data: JSON.stringify(gd._fullData.map(d => [d.visible, d.x, d.y, d.z])),
   };
 }"""
 

@@ -109,3 +109,11 @@ def test_matplotlib_draws_japanese_with_ipaexgothic_and_no_missing_glyphs():
         fig.canvas.draw()
     assert [t.get_text() for t in ax.get_xticklabels()] == TOKENS
     plt.close(fig)
+
+
+def test_attention_heatmaps_is_tall_enough_for_its_open_dropdown():
+    weights = {f"bug {i}": np.full((1, 2, 4, 4), 0.25) for i in range(12)}
+    fig = viz.attention_heatmaps(weights, x_tokens=list("abcd"), y_tokens=list("abcd"))
+    entries = len(fig.layout.updatemenus[0].buttons)
+    assert entries == 12
+    assert fig.layout.height >= fig.layout.margin.t + 34 * entries

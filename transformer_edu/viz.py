@@ -435,7 +435,9 @@ def attention_heatmaps(
                 "pad": {"b": 30},
             }
         ],
-        height=height or 230 + 40 * len(ys),
+        # tall enough for the heads and for the open dropdown (~34 px an entry),
+        # whose lower entries would otherwise be cut off and unclickable
+        height=height or max(230 + 40 * len(ys), 160 + 34 * len(buttons)),
         margin={"t": 140},
     )
     return fig
