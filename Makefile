@@ -41,9 +41,9 @@ book: $(STAMP) $(NPM_STAMP)
 	$(VENV_PATH) $(JB_BUILD)
 
 # Unit tests, every chapter run by nbval, the book build and the browser check, in
-# one pytest run (tests/conftest.py builds the book in the background meanwhile).
-# OMP_NUM_THREADS=1: nbval and the background book build each run kernels at once;
-# two torch processes of two threads each on two cores slow small models many-fold.
+# one pytest run (the book tests come last; the first of them builds the book).
+# OMP_NUM_THREADS=1: the CLI test trains in a subprocess beside pytest; two torch
+# processes of two threads each on two cores slow small models many-fold.
 test: $(STAMP) $(NPM_STAMP) $(CHROMIUM)
 	$(VENV_PATH) CHROMIUM=$(CHROMIUM) OMP_NUM_THREADS=1 $(PY) -m pytest tests chapters --nbval-lax --nbval-current-env \
 	  --nbval-cell-timeout=300 $(PYTEST_ARGS)

@@ -1,10 +1,9 @@
 """Shared fixtures: the book build (once per session) and headless Chromium.
 
 `make test` runs unit tests, nbval over chapters/ and the book tests in one pytest
-run. When tests marked ``book`` are collected, the book build starts at once in a
-background process, and those tests are moved to the end of the run: the build and
-nbval execute the notebooks side by side on the two cores. It builds into ``_build``
-like `make book`, so the jupyter-cache it fills makes a later `make book` quick.
+run. Tests marked ``book`` are moved to the end of the run; the first of them starts
+the book build (a subprocess) and waits for it. It builds into ``_build`` like
+`make book`, so the jupyter-cache it fills makes a later `make book` quick.
 """
 
 from __future__ import annotations
@@ -105,8 +104,6 @@ def pytest_collection_modifyitems(
         return
     items[:] = [item for item in items if not item.get_closest_marker("book")]
     items.extend(book_items)
-    if not config.option.collectonly:
-        config.stash[_build_key] = _start_build()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
@@ -128,9 +125,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def book(request: pytest.FixtureRequest) -> BookBuild:
-    """The finished book build (started at collection time)."""
+    """The finished book build, started when the first book test needs it.
+
+    Not earlier, beside nbval: with two kernels starting side by side, a build
+    kernel stalled for ~300 s in two of two runs (cause not pinned down; the
+    kernels talk over localhost TCP), which cost more than the overlap saved.
+    """
     build = request.config.stash.get(_build_key, None)
-    if build is None:  # e.g. the test was selected in a way the hook did not see
+    if build is None:
         build = request.config.stash[_build_key] = _start_build()
     return build.wait()
 
