@@ -16,8 +16,8 @@ from .checkpoint import (
     CheckpointError,
     default_checkpoint_path,
     load_checkpoint,
-    save_checkpoint,
     toy_model,
+    train_and_save_toy_model,
 )
 
 SOURCE_SENTENCES = ["私は太郎です", "私は犬より猫が好きです", "私は猫より犬が好きです"]
@@ -28,17 +28,11 @@ def _err(message: str) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from .training import train_toy_model
-
     path = Path(args.checkpoint) if args.checkpoint else default_checkpoint_path()
     overrides = {} if args.epochs is None else {"epochs": args.epochs}
-    model, sv, tv, hist = train_toy_model(
-        progress=not args.quiet, device=args.device, seed=args.seed, **overrides
+    _, _, _, hist = train_and_save_toy_model(
+        path, progress=not args.quiet, device=args.device, seed=args.seed, **overrides
     )
-    save_checkpoint(path, model, sv, tv, meta={
-        "train_exact": hist.train_exact[-1], "eval_exact": hist.eval_exact[-1],
-        "seconds": hist.seconds, "device": hist.device,
-    })  # fmt: skip
     print(f"trained in {hist.seconds:.1f} s on {hist.device}; saved {path}")
     print(f"train exact match:    {hist.train_exact[-1]:.1%}")
     print(f"held-out exact match: {hist.eval_exact[-1]:.1%}")

@@ -133,7 +133,7 @@ def toy_model(
 
     The model is returned in eval mode on ``device`` (default: CUDA if present, else CPU).
     """
-    from .training import pick_device, train_toy_model
+    from .training import pick_device
 
     device = pick_device(device)  # trained or loaded, the model ends up here
     path = Path(path) if path else default_checkpoint_path()
@@ -148,9 +148,22 @@ def toy_model(
                 return model, sv, tv
     if not train_if_missing:
         raise CheckpointError(f"no checkpoint at {path}")
-    model, sv, tv, hist = train_toy_model(progress=progress, device=device)
+    model, sv, tv, _ = train_and_save_toy_model(path, progress=progress, device=device)
+    return model, sv, tv
+
+
+def train_and_save_toy_model(
+    path: str | Path, progress: bool = True, device=None, seed: int = 0, **overrides
+):
+    """Train the default toy model and save it, with its exact matches and training
+    time in the checkpoint's meta. Returns (model, src_vocab, tgt_vocab, history)."""
+    from .training import train_toy_model
+
+    model, sv, tv, hist = train_toy_model(
+        progress=progress, device=device, seed=seed, **overrides
+    )
     save_checkpoint(path, model, sv, tv, meta={
         "train_exact": hist.train_exact[-1], "eval_exact": hist.eval_exact[-1],
-        "seconds": hist.seconds,
+        "seconds": hist.seconds, "device": hist.device,
     })  # fmt: skip
-    return model, sv, tv
+    return model, sv, tv, hist

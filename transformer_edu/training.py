@@ -12,6 +12,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from .data import Pair, Vocab, batches, build_vocabs, load_corpus, make_batch
+from .decoding import greedy_decode
 from .model import Transformer, make_model
 
 
@@ -106,8 +107,6 @@ def predict(
     batch_size: int = 256, max_len: int | None = None,
 ) -> list[list[str]]:  # fmt: skip
     """Greedy translations (English tokens) of the pairs' source sentences."""
-    from .decoding import greedy_decode
-
     device = next(model.parameters()).device
     out: list[list[str]] = []
     for i in range(0, len(pairs), batch_size):
