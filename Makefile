@@ -40,17 +40,19 @@ $(CHROMIUM):
 book: $(STAMP) $(NPM_STAMP)
 	$(VENV_PATH) $(JB_BUILD)
 
-# Unit tests, every chapter run by nbval, the book build and the browser check, in
-# one pytest run (the book tests come last; the first of them builds the book).
+# Lint first (ruff check + format, as CI runs it), then unit tests, every chapter
+# run by nbval, the book build and the browser check, in one pytest run (the book tests come last; the first of them builds the book).
 # OMP_NUM_THREADS=1: the CLI test trains in a subprocess beside pytest; two torch
 # processes of two threads each on two cores slow small models many-fold.
-test: $(STAMP) $(NPM_STAMP) $(CHROMIUM)
+test: lint $(NPM_STAMP) $(CHROMIUM)
 	$(VENV_PATH) CHROMIUM=$(CHROMIUM) OMP_NUM_THREADS=1 $(PY) -m pytest tests chapters --nbval-lax --nbval-current-env \
 	  --nbval-cell-timeout=300 $(PYTEST_ARGS)
 
+LINTED := transformer_edu tests book scripts chapters
+
 lint: $(STAMP)
-	$(PY) -m ruff check transformer_edu tests
-	$(PY) -m ruff format --check transformer_edu tests
+	$(PY) -m ruff check $(LINTED)
+	$(PY) -m ruff format --check $(LINTED)
 
 clean:
 	rm -rf _build

@@ -18,8 +18,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-# the book's scripts (sync_colab, book_extension) are importable by the tests
-sys.path.insert(0, str(ROOT / "scripts"))
 BUILD_DIR = ROOT / "_build"
 HTML_DIR = BUILD_DIR / "html"
 BUILD_LOG = BUILD_DIR / "book-build.log"

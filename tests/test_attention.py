@@ -70,16 +70,6 @@ def test_fast_path_equals_reference_path():
     torch.testing.assert_close(fast(x, is_causal=True), ref(x, is_causal=True))
 
 
-def test_fused_and_separate_projections_compute_the_same():
-    torch.manual_seed(0)
-    torch_mha = torch.nn.MultiheadAttention(24, 3, batch_first=True)
-    fused = MultiHeadAttention.from_torch(torch_mha, fused_qkv=True).eval()
-    separate = MultiHeadAttention.from_torch(torch_mha, fused_qkv=False).eval()
-    x, mem = torch.randn(2, 4, 24), torch.randn(2, 6, 24)
-    torch.testing.assert_close(fused(x), separate(x))
-    torch.testing.assert_close(fused(x, mem, mem), separate(x, mem, mem))
-
-
 def test_split_and_combine_heads_are_inverse_and_slice_features():
     mha = MultiHeadAttention(12, 3)
     x = torch.arange(2 * 4 * 12, dtype=torch.float32).view(2, 4, 12)
@@ -95,10 +85,9 @@ def _torch_masks(B, T, S, lengths, causal):
     return kpm, attn
 
 
-@pytest.mark.parametrize("fused", [False, True])
 @pytest.mark.parametrize("cross", [False, True])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_from_torch_equals_nn_multihead_attention(fused, cross, seed):
+def test_from_torch_equals_nn_multihead_attention(cross, seed):
     g = torch.Generator().manual_seed(seed)
     B, T = (int(x) for x in torch.randint(1, 6, (2,), generator=g))
     S = int(torch.randint(1, 8, (1,), generator=g)) if cross else T
@@ -106,7 +95,7 @@ def test_from_torch_equals_nn_multihead_attention(fused, cross, seed):
     D = H * int(torch.randint(2, 9, (1,), generator=g))
     torch.manual_seed(seed)
     theirs = torch.nn.MultiheadAttention(D, H, batch_first=True).eval()
-    ours = MultiHeadAttention.from_torch(theirs, fused_qkv=fused).eval()
+    ours = MultiHeadAttention.from_torch(theirs).eval()
     x = torch.randn(B, T, D)
     mem = torch.randn(B, S, D) if cross else x
     lengths = torch.randint(1, S + 1, (B,), generator=g).tolist()

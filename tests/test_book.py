@@ -12,7 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from sync_colab import colab_link, repository, toc_files  # scripts/ is on sys.path
+from sync_colab import colab_link, repository, toc_files  # book/ is on pythonpath
 
 pytestmark = pytest.mark.book
 
@@ -335,13 +335,14 @@ def test_book_serves_its_font_and_saves_widget_states(book):
 def test_control_check_can_fail(browser, tmp_path):
     import numpy as np
     import plotly
+    from plotly_renderer import BookRenderer
 
     from transformer_edu import viz
 
     plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
     same = [np.eye(3)] * 3  # a slider whose frames are all alike changes nothing
     moving = [np.eye(3) * k for k in (1, 2, 3)]
-    render = viz.BookRenderer().to_mimebundle
+    render = BookRenderer().to_mimebundle
     body = "".join(
         render(viz.heatmap_slider(z, slider_labels=list("abc")).to_dict())["text/html"]
         for z in (moving, same)

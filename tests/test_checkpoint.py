@@ -1,5 +1,6 @@
 import pytest
 import torch
+from _toy import tiny_trained
 
 from transformer_edu.checkpoint import (
     VERSION,
@@ -8,8 +9,6 @@ from transformer_edu.checkpoint import (
     save_checkpoint,
 )
 from transformer_edu.model import make_model
-
-from _toy import tiny_trained
 
 
 def test_round_trip_keeps_config_vocab_and_weights(tmp_path):

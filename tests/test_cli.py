@@ -3,11 +3,10 @@ import subprocess
 import sys
 
 import pytest
+from _toy import tiny_trained
 
 from transformer_edu.__main__ import main
 from transformer_edu.checkpoint import load_checkpoint, save_checkpoint
-
-from _toy import tiny_trained
 
 
 @pytest.fixture

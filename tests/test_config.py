@@ -32,3 +32,10 @@ def test_round_trip_dict():
 def test_bad_config_is_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         TransformerConfig(10, 12, **kwargs)
+
+
+def test_from_dict_reads_checkpoints_written_before_the_rename():
+    old = {"src_vocab_size": 9, "tgt_vocab_size": 9, "fast_attention": False}
+    assert TransformerConfig.from_dict({**old, "fused_qkv": False}).fast is False
+    with pytest.raises(ValueError, match="fused_qkv"):
+        TransformerConfig.from_dict({**old, "fused_qkv": True})

@@ -1,11 +1,10 @@
 import pytest
 import torch
+from _toy import tiny_trained
 
 from transformer_edu.data import Vocab
 from transformer_edu.decoding import beam_search, greedy_decode, translate
 from transformer_edu.model import make_model
-
-from _toy import tiny_trained
 
 
 def _src(sv, pairs, n):

@@ -13,7 +13,7 @@ from transformer_edu import (
 
 def test_token_embedding_scales_by_sqrt_d_model_and_zeroes_pads():
     torch.manual_seed(0)
-    emb = TokenEmbedding(10, 16, padding_idx=0)
+    emb = TokenEmbedding(10, 16, pad_idx=0)
     with torch.no_grad():
         emb.weight[0].fill_(
             1.0
@@ -26,7 +26,7 @@ def test_token_embedding_scales_by_sqrt_d_model_and_zeroes_pads():
 
 
 def test_embedding_lookup_is_one_hot_times_matrix():
-    emb = TokenEmbedding(7, 4, padding_idx=None)
+    emb = TokenEmbedding(7, 4, pad_idx=None)
     tokens = torch.tensor([[1, 5, 2]])
     one_hot = torch.nn.functional.one_hot(tokens, 7).float()
     torch.testing.assert_close(emb(tokens), one_hot @ emb.weight * 2.0)

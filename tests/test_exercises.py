@@ -30,7 +30,7 @@ from transformer_edu.training import noam_lr, smoothed_targets
 def _package_token_embedding(tokens, weight, pad_idx=0):
     from transformer_edu import TokenEmbedding
 
-    emb = TokenEmbedding(*weight.shape, padding_idx=pad_idx)
+    emb = TokenEmbedding(*weight.shape, pad_idx=pad_idx)
     with torch.no_grad():
         emb.embedding.weight.copy_(weight)
         return emb(tokens)

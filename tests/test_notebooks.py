@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from sync_colab import problems as colab_problems  # scripts/ is on sys.path
+from sync_colab import problems as colab_problems  # book/ is on pythonpath
 from sync_colab import toc_files, toc_notebooks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,13 +99,23 @@ def test_chapter_uses_the_python3_kernel(path):
 @pytest.mark.parametrize("path", CHAPTERS, ids=_id)
 def test_chapter_colab_cells_agree_with_config(path):
     found = colab_problems(path, ROOT)
-    assert not found, "; ".join(found) + " (run: python scripts/sync_colab.py)"
+    assert not found, "; ".join(found) + " (run: python book/sync_colab.py)"
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=_id)
 def test_chapter_has_the_required_parts(path):
     lacks = missing_parts(_read(path))
     assert not lacks, f"{path.name} lacks: " + ", ".join(lacks)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=_id)
+def test_chapter_sets_the_figure_defaults_once_before_any_figure(path):
+    # importing transformer_edu.viz changes nothing; a chapter calls viz.setup()
+    code = [c.source for c in _read(path).cells if c.cell_type == "code"]
+    calls = [i for i, src in enumerate(code) if "viz.setup()" in src]
+    assert len(calls) == 1, f"viz.setup() in {len(calls)} code cells, expected 1"
+    figures = [i for i, src in enumerate(code) if PLOTLY_CALL.search(src)]
+    assert not figures or calls[0] <= figures[0], "a figure is drawn before setup"
 
 
 def test_structural_checks_can_fail():

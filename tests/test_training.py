@@ -3,6 +3,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from _toy import tiny_trained
 
 from transformer_edu.data import Vocab
 from transformer_edu.training import (
@@ -12,8 +13,6 @@ from transformer_edu.training import (
     sequence_loss,
     smoothed_targets,
 )
-
-from _toy import tiny_trained
 
 
 def test_warmup_schedule_rises_linearly_then_decays_as_inverse_sqrt():

@@ -83,23 +83,34 @@ def test_to_numpy_takes_tensors():
     assert viz.to_numpy(t * 2).tolist() == [[2.0] * 3] * 2
 
 
+def test_importing_viz_changes_no_default():
+    import subprocess
+    import sys
+
+    code = (
+        "import plotly.io as pio, matplotlib as mpl; "
+        "t, r, f = pio.templates.default, pio.renderers.default, "
+        "mpl.rcParams['font.family']; "
+        "from transformer_edu import viz; "
+        "assert (t, r, f) == (pio.templates.default, pio.renderers.default, "
+        "mpl.rcParams['font.family']); "
+        "viz.setup(); assert pio.templates.default.endswith(viz.TEMPLATE); "
+        "assert pio.renderers.default == r"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_template_puts_the_cjk_font_in_plotly_figures():
+    viz.setup()
     assert pio.templates.default.endswith(viz.TEMPLATE)
     fig = viz.heatmap(np.eye(2))
     assert "IPAexGothic" in fig.layout.template.layout.font.family
 
 
-def test_book_renderer_gives_html_that_needs_no_plotly_download():
-    bundle = viz.BookRenderer().to_mimebundle(viz.heatmap(np.eye(2)).to_dict())
-    html = bundle["text/html"]
-    assert "Plotly.newPlot" in html and 'class="plotly-graph-div"' in html
-    assert "<script src=" not in html and "cdn" not in html.lower()
-    assert "require(" not in html
-
-
 def test_matplotlib_draws_japanese_with_ipaexgothic_and_no_missing_glyphs():
     from matplotlib import font_manager
 
+    viz.setup()
     path = font_manager.findfont(font_manager.FontProperties(family="IPAexGothic"))
     assert path.endswith("ipaexg.ttf")
     fig, ax = plt.subplots()

@@ -26,7 +26,6 @@ from .masks import (
 from .model import (
     Decoder,
     Encoder,
-    EncoderDecoder,
     Generator,
     Transformer,
     count_parameters,
@@ -37,7 +36,7 @@ from .norm import LayerNorm
 __version__ = "0.1.0"
 
 __all__ = [
-    "Decoder", "DecoderLayer", "Encoder", "EncoderDecoder", "EncoderLayer",
+    "Decoder", "DecoderLayer", "Encoder", "EncoderLayer",
     "Generator", "LayerNorm", "LearnedPositionalEncoding", "MultiHeadAttention",
     "NoPositionalEncoding", "PositionwiseFeedForward", "SinusoidalPositionalEncoding",
     "TokenEmbedding", "Transformer", "TransformerConfig", "causal_mask",

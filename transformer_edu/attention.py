@@ -62,20 +62,16 @@ class MultiHeadAttention(nn.Module):
         n_heads: int,
         dropout: float = 0.0,
         bias: bool = True,
-        fused_qkv: bool = False,
         fast: bool = True,
     ):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
-        self.dropout, self.fused_qkv, self.fast = dropout, fused_qkv, fast
-        if fused_qkv:
-            self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
-        else:
-            self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-            self.k_proj = nn.Linear(d_model, d_model, bias=bias)
-            self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.dropout, self.fast = dropout, fast
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
         self.record_weights = False
         self.attn_weights: Tensor | None = None
@@ -90,36 +86,13 @@ class MultiHeadAttention(nn.Module):
         B, _, L, _ = x.shape
         return x.transpose(1, 2).reshape(B, L, self.d_model)  # (B, L, D)
 
-    def _weights(
-        self,
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor | None, Tensor | None, Tensor | None]:
-        """W_q, W_k, W_v and their biases, whether stored fused or separately."""
-        if self.fused_qkv:
-            w_q, w_k, w_v = self.qkv_proj.weight.chunk(3)
-            b = self.qkv_proj.bias
-            b_q, b_k, b_v = (None, None, None) if b is None else b.chunk(3)
-            return w_q, w_k, w_v, b_q, b_k, b_v
-        return (
-            self.q_proj.weight, self.k_proj.weight, self.v_proj.weight,
-            self.q_proj.bias, self.k_proj.bias, self.v_proj.bias,
-        )  # fmt: skip
-
     def project_q(self, query: Tensor) -> Tensor:
         """Queries in heads: (B, T, D) -> (B, H, T, Dh)."""
-        w_q, _, _, b_q, _, _ = self._weights()
-        return self.split_heads(F.linear(query, w_q, b_q))
+        return self.split_heads(self.q_proj(query))
 
     def project_kv(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
         """Keys and values in heads: (B, S, D) -> two (B, H, S, Dh) (cacheable)."""
-        _, w_k, w_v, _, b_k, b_v = self._weights()
-        if key is value and self.fused_qkv:
-            kv = F.linear(key, self.qkv_proj.weight[self.d_model :],
-                          None if self.qkv_proj.bias is None
-                          else self.qkv_proj.bias[self.d_model :])  # fmt: skip
-            k, v = kv.chunk(2, dim=-1)  # (B, S, D) each
-        else:
-            k, v = F.linear(key, w_k, b_k), F.linear(value, w_v, b_v)
-        return self.split_heads(k), self.split_heads(v)
+        return self.split_heads(self.k_proj(key)), self.split_heads(self.v_proj(value))
 
     def forward(
         self,
@@ -161,12 +134,8 @@ class MultiHeadAttention(nn.Module):
         B, T, _ = query.shape
         # 1) project: queries from `query`, keys and values from `key`/`value`,
         #    each split into H heads of size Dh (one matmul for all heads)
-        if kv is None and self.fused_qkv and query is key and key is value:
-            q, k, v = self.qkv_proj(query).chunk(3, dim=-1)  # (B, T, D) each
-            q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)
-        else:
-            q = self.project_q(query)  # (B, H, T, Dh)
-            k, v = self.project_kv(key, value) if kv is None else kv  # (B, H, S, Dh)
+        q = self.project_q(query)  # (B, H, T, Dh)
+        k, v = self.project_kv(key, value) if kv is None else kv  # (B, H, S, Dh)
         S = k.size(2)
         if T == 0 or S == 0:
             raise ValueError(f"attention over an empty sequence: T={T}, S={S}")
@@ -190,7 +159,7 @@ class MultiHeadAttention(nn.Module):
 
     @classmethod
     def from_torch(
-        cls, m: nn.MultiheadAttention, fused_qkv: bool = False, fast: bool = True
+        cls, m: nn.MultiheadAttention, fast: bool = True
     ) -> MultiHeadAttention:
         """A MultiHeadAttention carrying exactly the weights of ``m`` (batch first)."""
         if not m._qkv_same_embed_dim:
@@ -198,20 +167,16 @@ class MultiHeadAttention(nn.Module):
         if m.bias_k is not None or m.add_zero_attn:
             raise ValueError("from_torch does not support add_bias_kv or add_zero_attn")
         bias = m.in_proj_bias is not None
-        ours = cls(m.embed_dim, m.num_heads, m.dropout, bias, fused_qkv, fast)
+        ours = cls(m.embed_dim, m.num_heads, m.dropout, bias, fast)
         ours.to(device=m.in_proj_weight.device, dtype=m.in_proj_weight.dtype)
         with torch.no_grad():
-            if fused_qkv:
-                ours.qkv_proj.weight.copy_(m.in_proj_weight)
-                if bias:
-                    ours.qkv_proj.bias.copy_(m.in_proj_bias)
-            else:
-                projs = (ours.q_proj, ours.k_proj, ours.v_proj)
-                for proj, w in zip(projs, m.in_proj_weight.chunk(3), strict=True):
-                    proj.weight.copy_(w)
-                if bias:
-                    for proj, b in zip(projs, m.in_proj_bias.chunk(3), strict=True):
-                        proj.bias.copy_(b)
+            # PyTorch keeps W_q, W_k, W_v stacked in one (3D, D) in_proj_weight
+            projs = (ours.q_proj, ours.k_proj, ours.v_proj)
+            for proj, w in zip(projs, m.in_proj_weight.chunk(3), strict=True):
+                proj.weight.copy_(w)
+            if bias:
+                for proj, b in zip(projs, m.in_proj_bias.chunk(3), strict=True):
+                    proj.bias.copy_(b)
             ours.out_proj.weight.copy_(m.out_proj.weight)
             if bias:
                 ours.out_proj.bias.copy_(m.out_proj.bias)

@@ -42,7 +42,8 @@ class TorchTransformerModel(nn.Module):
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         T = tgt.size(1)
-        causal = torch.ones(T, T, dtype=torch.bool, device=tgt.device).triu(1)  # blocked
+        # True = blocked: the future positions above the diagonal
+        causal = torch.ones(T, T, dtype=torch.bool, device=tgt.device).triu(1)
         src_pad, tgt_pad = src == self.pad_idx, tgt == self.pad_idx  # True = pad
         out = self.transformer(
             self._embed(self.src_embed, src), self._embed(self.tgt_embed, tgt),

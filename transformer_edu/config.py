@@ -23,8 +23,7 @@ class TransformerConfig:
     final_norm: bool | None = None  # LayerNorm after each stack; None = norm_first
     share_embeddings: bool = False  # one embedding for source and target (shared vocab)
     tie_generator: bool = False  # generator weight = target embedding (paper §3.4)
-    fused_qkv: bool = False  # one (D, 3D) projection for Q, K, V instead of three
-    fast_attention: bool = True  # F.scaled_dot_product_attention unless weights wanted
+    fast: bool = True  # fused kernels (SDPA, F.layer_norm); False: the written-out path
     layer_norm_eps: float = 1e-5  # epsilon inside LayerNorm's square root
     pad_idx: int = 0  # the padding token id, on both sides
 
@@ -71,6 +70,12 @@ class TransformerConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> TransformerConfig:
+        d = dict(d)
+        # checkpoints written before fast_attention was renamed and fused_qkv removed
+        if "fast_attention" in d:
+            d.setdefault("fast", d.pop("fast_attention"))
+        if d.get("fused_qkv") is False:
+            del d["fused_qkv"]
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(d) - known)
         if unknown:

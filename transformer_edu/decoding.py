@@ -53,6 +53,7 @@ def greedy_decode(
     src: Tensor,
     bos_id: int = Vocab.BOS,
     eos_id: int = Vocab.EOS,
+    pad_id: int = Vocab.PAD,
     max_len: int = 50,
     use_cache: bool = True,
     trace: bool = False,
@@ -94,7 +95,9 @@ def greedy_decode(
                 steps.append(Step(ys[0].tolist(), ids.tolist(), probs.tolist(),
                                   int(best[0]), cross))  # fmt: skip
             score += torch.where(done, 0.0, logp.gather(1, best[:, None])[:, 0])
-            best = best.masked_fill(done, eos_id)
+            # rows that already finished emit PAD (as Seq2Seq.greedy_decode does); the
+            # loop stops once every row has produced EOS
+            best = best.masked_fill(done, pad_id)
             ys = torch.cat([ys, best[:, None]], dim=1)  # (B, t + 1)
             done |= best == eos_id
             if stop_at_eos and bool(done.all()):

@@ -43,16 +43,12 @@ class TokenEmbedding(nn.Module):
     """
 
     def __init__(
-        self, vocab_size: int, d_model: int, padding_idx: int | None = 0, name="tokens"
+        self, vocab_size: int, d_model: int, pad_idx: int | None = 0, name="tokens"
     ):
         super().__init__()
         self.name = name  # how errors refer to the input ("src", "tgt")
-        self.vocab_size, self.d_model, self.padding_idx = (
-            vocab_size,
-            d_model,
-            padding_idx,
-        )
-        self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)
+        self.vocab_size, self.d_model, self.pad_idx = vocab_size, d_model, pad_idx
+        self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=pad_idx)
         self.scale = math.sqrt(d_model)
 
     @property
@@ -62,10 +58,10 @@ class TokenEmbedding(nn.Module):
     def forward(self, tokens: Tensor) -> Tensor:
         check_token_ids(tokens, self.vocab_size, self.name)
         x = self.embedding(tokens) * self.scale  # (B, L, D)
-        if self.padding_idx is not None:
-            # padding_idx keeps the row's gradient at zero, but weight tying or init can
-            # still write to it: zero pads explicitly so they never carry a signal.
-            x = x.masked_fill((tokens == self.padding_idx).unsqueeze(-1), 0.0)
+        if self.pad_idx is not None:
+            # nn.Embedding's padding_idx keeps the row's gradient at zero, but weight
+            # tying or init can still write to it: zero pads so they carry no signal.
+            x = x.masked_fill((tokens == self.pad_idx).unsqueeze(-1), 0.0)
         return x
 
 

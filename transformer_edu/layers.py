@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -11,16 +9,6 @@ from torch import Tensor, nn
 from .attention import MultiHeadAttention
 from .feed_forward import PositionwiseFeedForward
 from .norm import LayerNorm
-
-
-def _residual(
-    x: Tensor, sublayer: Callable[[Tensor], Tensor], norm: LayerNorm,
-    dropout: nn.Dropout, norm_first: bool,
-) -> Tensor:  # fmt: skip
-    """Post-LN: LayerNorm(x + Sublayer(x)) (the paper). Pre-LN: x + Sublayer(LayerNorm(x))."""
-    if norm_first:
-        return x + dropout(sublayer(norm(x)))
-    return norm(x + dropout(sublayer(x)))
 
 
 class EncoderLayer(nn.Module):
@@ -37,28 +25,35 @@ class EncoderLayer(nn.Module):
         dropout: float = 0.1,
         norm_first: bool = False,
         layer_norm_eps: float = 1e-5,
-        fused_qkv: bool = False,
-        fast_attention: bool = True,
+        fast: bool = True,
     ):
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(
-            d_model, n_heads, dropout, fused_qkv=fused_qkv, fast=fast_attention
-        )
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, fast=fast)
         self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout)
-        self.norm1 = LayerNorm(d_model, layer_norm_eps)
-        self.norm2 = LayerNorm(d_model, layer_norm_eps)
+        self.norm1 = LayerNorm(d_model, layer_norm_eps, fast)
+        self.norm2 = LayerNorm(d_model, layer_norm_eps, fast)
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, src_mask: Tensor | None = None) -> Tensor:
-        # 1) every token looks at every (unmasked) token of the same sentence
-        x = _residual(
-            x, lambda h: self.self_attn(h, h, h, src_mask), self.norm1, self.dropout1,
-            self.norm_first,
-        )  # fmt: skip
-        # 2) then each token is transformed on its own
-        return _residual(x, self.ffn, self.norm2, self.dropout2, self.norm_first)
+        # Each sub-layer is wrapped in a residual connection and a LayerNorm: after
+        # the sum (post-LN, the paper) or on the sub-layer's input (pre-LN).
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), src_mask)
+            x = x + self._ff_block(self.norm2(x))
+        else:
+            x = self.norm1(x + self._sa_block(x, src_mask))
+            x = self.norm2(x + self._ff_block(x))
+        return x
+
+    def _sa_block(self, x: Tensor, src_mask: Tensor | None) -> Tensor:
+        # every token looks at every (unmasked) token of the same sentence
+        return self.dropout1(self.self_attn(x, x, x, src_mask))
+
+    def _ff_block(self, x: Tensor) -> Tensor:
+        # then each token is transformed on its own
+        return self.dropout2(self.ffn(x))
 
 
 class DecoderLayer(nn.Module):
@@ -79,46 +74,49 @@ class DecoderLayer(nn.Module):
         dropout: float = 0.1,
         norm_first: bool = False,
         layer_norm_eps: float = 1e-5,
-        fused_qkv: bool = False,
-        fast_attention: bool = True,
+        fast: bool = True,
     ):
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(
-            d_model, n_heads, dropout, fused_qkv=fused_qkv, fast=fast_attention
-        )
-        self.cross_attn = MultiHeadAttention(
-            d_model, n_heads, dropout, fused_qkv=fused_qkv, fast=fast_attention
-        )
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, fast=fast)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout, fast=fast)
         self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout)
-        self.norm1 = LayerNorm(d_model, layer_norm_eps)
-        self.norm2 = LayerNorm(d_model, layer_norm_eps)
-        self.norm3 = LayerNorm(d_model, layer_norm_eps)
+        self.norm1 = LayerNorm(d_model, layer_norm_eps, fast)
+        self.norm2 = LayerNorm(d_model, layer_norm_eps, fast)
+        self.norm3 = LayerNorm(d_model, layer_norm_eps, fast)
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
         self.dropout3 = nn.Dropout(dropout)
 
-    def _self_attention(
-        self, h: Tensor, tgt_mask: Tensor | None, cache: dict | None
+    def _sa_block(
+        self, x: Tensor, tgt_mask: Tensor | None, cache: dict | None
     ) -> Tensor:
+        # each target position looks at itself and earlier positions only
         if cache is None:
-            return self.self_attn(h, h, h, tgt_mask)
+            return self.dropout1(self.self_attn(x, x, x, tgt_mask))
         # incremental: the new positions' keys/values join those of the past ones
-        k, v = self.self_attn.project_kv(h, h)  # (B, H, t, Dh)
+        k, v = self.self_attn.project_kv(x, x)  # (B, H, t, Dh)
         if "self_kv" in cache:
             k = torch.cat([cache["self_kv"][0], k], dim=2)  # (B, H, past + t, Dh)
             v = torch.cat([cache["self_kv"][1], v], dim=2)
         cache["self_kv"] = (k, v)
-        return self.self_attn(h, attn_mask=tgt_mask, kv=(k, v))
+        return self.dropout1(self.self_attn(x, attn_mask=tgt_mask, kv=(k, v)))
 
-    def _cross_attention(
-        self, h: Tensor, memory: Tensor, memory_mask: Tensor | None, cache: dict | None
+    def _mha_block(
+        self, x: Tensor, memory: Tensor, memory_mask: Tensor | None, cache: dict | None
     ) -> Tensor:
+        # queries from the decoder, keys and values from the encoder output
         if cache is None:
-            return self.cross_attn(h, memory, memory, memory_mask)
+            return self.dropout2(self.cross_attn(x, memory, memory, memory_mask))
         if "memory_kv" not in cache:  # the encoder output does not change: project once
             cache["memory_kv"] = self.cross_attn.project_kv(memory, memory)
-        return self.cross_attn(h, attn_mask=memory_mask, kv=cache["memory_kv"])
+        return self.dropout2(
+            self.cross_attn(x, attn_mask=memory_mask, kv=cache["memory_kv"])
+        )
+
+    def _ff_block(self, x: Tensor) -> Tensor:
+        # position-wise feed-forward
+        return self.dropout3(self.ffn(x))
 
     def forward(
         self,
@@ -128,18 +126,16 @@ class DecoderLayer(nn.Module):
         memory_mask: Tensor | None = None,
         cache: dict | None = None,
     ) -> Tensor:
-        # 1) each target position looks at itself and earlier positions only
-        x = _residual(
-            x, lambda h: self._self_attention(h, tgt_mask, cache), self.norm1,
-            self.dropout1, self.norm_first,
-        )  # fmt: skip
-        # 2) queries from the decoder, keys and values from the encoder output
-        x = _residual(
-            x, lambda h: self._cross_attention(h, memory, memory_mask, cache),
-            self.norm2, self.dropout2, self.norm_first,
-        )  # fmt: skip
-        # 3) position-wise feed-forward
-        return _residual(x, self.ffn, self.norm3, self.dropout3, self.norm_first)
+        # the encoder layer's two wrappings, around three sub-layers
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), tgt_mask, cache)
+            x = x + self._mha_block(self.norm2(x), memory, memory_mask, cache)
+            x = x + self._ff_block(self.norm3(x))
+        else:
+            x = self.norm1(x + self._sa_block(x, tgt_mask, cache))
+            x = self.norm2(x + self._mha_block(x, memory, memory_mask, cache))
+            x = self.norm3(x + self._ff_block(x))
+        return x
 
 
 def _copy_(dst: Tensor, src: Tensor | None, name: str) -> None:
@@ -169,7 +165,7 @@ def copy_torch_layer_(ours: nn.Module, theirs: nn.Module) -> None:
     with torch.no_grad():
         for mine, their in pairs:
             fresh = MultiHeadAttention.from_torch(
-                getattr(theirs, their), ours.self_attn.fused_qkv, ours.self_attn.fast
+                getattr(theirs, their), ours.self_attn.fast
             )
             getattr(ours, mine).load_state_dict(fresh.state_dict())
         for i in (1, 2):

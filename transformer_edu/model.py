@@ -42,17 +42,17 @@ class _Stack(nn.Module):
         norm_first: bool = False,
         final_norm: bool | None = None,
         layer_norm_eps: float = 1e-5,
-        fused_qkv: bool = False,
-        fast_attention: bool = True,
+        fast: bool = True,
     ):
         super().__init__()
         self.layers = nn.ModuleList(
-            self.layer_cls(d_model, n_heads, d_ff, dropout, norm_first, layer_norm_eps,
-                           fused_qkv, fast_attention)
+            self.layer_cls(
+                d_model, n_heads, d_ff, dropout, norm_first, layer_norm_eps, fast
+            )
             for _ in range(n_layers)
-        )  # fmt: skip
+        )
         final_norm = norm_first if final_norm is None else final_norm
-        self.norm = LayerNorm(d_model, layer_norm_eps) if final_norm else None
+        self.norm = LayerNorm(d_model, layer_norm_eps, fast) if final_norm else None
 
     @classmethod
     def from_torch(cls, stack: nn.TransformerEncoder | nn.TransformerDecoder, **kwargs):
@@ -155,8 +155,7 @@ class Transformer(nn.Module):
         stack = dict(
             d_model=c.d_model, n_heads=c.n_heads, d_ff=c.d_ff, dropout=c.dropout,
             norm_first=c.norm_first, final_norm=c.use_final_norm,
-            layer_norm_eps=c.layer_norm_eps, fused_qkv=c.fused_qkv,
-            fast_attention=c.fast_attention,
+            layer_norm_eps=c.layer_norm_eps, fast=c.fast,
         )  # fmt: skip
         self.encoder = Encoder(c.n_encoder_layers, **stack)
         self.decoder = Decoder(c.n_decoder_layers, **stack)
@@ -250,9 +249,6 @@ class Transformer(nn.Module):
                 )
             out[kind] = [m.attn_weights for m in mods]
         return out
-
-
-EncoderDecoder = Transformer
 
 
 def make_model(

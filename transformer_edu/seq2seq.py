@@ -33,14 +33,14 @@ __all__ = [
 # --- input checks -----------------------------------------------------------------
 
 
-def _source_lengths(src: Tensor, padding_idx: int) -> Tensor:
+def _source_lengths(src: Tensor, pad_idx: int) -> Tensor:
     """Count real tokens per row; PADs must be trailing and every row non-empty."""
-    real = src != padding_idx  # (B, S)
+    real = src != pad_idx  # (B, S)
     lengths = real.sum(dim=1)  # (B,)
     empty = (lengths == 0).nonzero().flatten().tolist()
     if empty:
         raise ValueError(
-            f"src rows {empty} are zero-length (all PAD id {padding_idx}); "
+            f"src rows {empty} are zero-length (all PAD id {pad_idx}); "
             "every source needs at least one real token"
         )
     positions = torch.arange(src.size(1), device=src.device)  # (S,)
@@ -48,7 +48,7 @@ def _source_lengths(src: Tensor, padding_idx: int) -> Tensor:
     if not torch.equal(real, trailing):
         rows = (real != trailing).any(dim=1).nonzero().flatten().tolist()
         raise ValueError(
-            f"src rows {rows} have PAD (id {padding_idx}) before a real token; "
+            f"src rows {rows} have PAD (id {pad_idx}) before a real token; "
             "padding must be trailing"
         )
     return lengths
@@ -61,12 +61,12 @@ class GRUEncoder(nn.Module):
     """Embedding + one GRU layer; the final state is at each row's last real token."""
 
     def __init__(
-        self, vocab_size: int, emb_dim: int, hidden_dim: int, padding_idx: int = 0
+        self, vocab_size: int, emb_dim: int, hidden_dim: int, pad_idx: int = 0
     ) -> None:
         super().__init__()
         self.vocab_size = vocab_size
-        self.padding_idx = padding_idx
-        self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=padding_idx)
+        self.pad_idx = pad_idx
+        self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_idx)
         self.gru = nn.GRU(emb_dim, hidden_dim, batch_first=True)
 
     def forward(self, src: Tensor) -> tuple[Tensor, Tensor]:
@@ -77,7 +77,7 @@ class GRUEncoder(nn.Module):
             Returns states (B, S, H), zero at PAD positions, and final (1, B, H).
         """
         check_token_ids(src, self.vocab_size, "src")
-        lengths = _source_lengths(src, self.padding_idx)  # (B,)
+        lengths = _source_lengths(src, self.pad_idx)  # (B,)
         x = self.embedding(src)  # (B, S, E)
         # Packing makes the GRU stop at each row's last real token, so trailing PADs
         # never reach the final state (without it, h_n is the state after the PADs).
@@ -205,11 +205,11 @@ class GRUDecoder(nn.Module):
     """
 
     def __init__(
-        self, vocab_size: int, emb_dim: int, hidden_dim: int, padding_idx: int = 0
+        self, vocab_size: int, emb_dim: int, hidden_dim: int, pad_idx: int = 0
     ) -> None:
         super().__init__()
         self.vocab_size = vocab_size
-        self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=padding_idx)
+        self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_idx)
         self.gru = nn.GRU(emb_dim, hidden_dim, batch_first=True)
         self.out = nn.Linear(hidden_dim, vocab_size)
 
@@ -245,11 +245,11 @@ class AttentionGRUDecoder(nn.Module):
         emb_dim: int,
         hidden_dim: int,
         score: str = "dot",
-        padding_idx: int = 0,
+        pad_idx: int = 0,
     ) -> None:
         super().__init__()
         self.vocab_size = vocab_size
-        self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=padding_idx)
+        self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_idx)
         self.gru = nn.GRU(emb_dim, hidden_dim, batch_first=True)
         self.attention = Attention(hidden_dim, score)
         self.W_c = nn.Linear(2 * hidden_dim, hidden_dim)
@@ -286,28 +286,28 @@ class Seq2Seq(nn.Module):
         emb_dim: int = 64,
         hidden_dim: int = 128,
         attention: str | None = None,
-        padding_idx: int = 0,
+        pad_idx: int = 0,
     ) -> None:
         super().__init__()
         self.src_vocab_size = src_vocab_size
         self.tgt_vocab_size = tgt_vocab_size
         self.attention = attention
-        self.padding_idx = padding_idx
-        self.encoder = GRUEncoder(src_vocab_size, emb_dim, hidden_dim, padding_idx)
+        self.pad_idx = pad_idx
+        self.encoder = GRUEncoder(src_vocab_size, emb_dim, hidden_dim, pad_idx)
         if attention is None:
             self.decoder: nn.Module = GRUDecoder(
-                tgt_vocab_size, emb_dim, hidden_dim, padding_idx
+                tgt_vocab_size, emb_dim, hidden_dim, pad_idx
             )
         else:
             self.decoder = AttentionGRUDecoder(
-                tgt_vocab_size, emb_dim, hidden_dim, attention, padding_idx
+                tgt_vocab_size, emb_dim, hidden_dim, attention, pad_idx
             )
         self.last_attention: Tensor | None = None  # (B, T, S) after forward
 
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Shape: src (B, S) -> memory (B, S, H), final (1, B, H), src_mask (B, S)."""
         memory, final = self.encoder(src)
-        return memory, final, src != self.padding_idx
+        return memory, final, src != self.pad_idx
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher-forced logits; ``self.last_attention`` keeps the weights (detached).
@@ -333,6 +333,9 @@ class Seq2Seq(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """Pick the most likely token each step until every row has produced EOS.
 
+        Finished rows are treated as in ``decoding.greedy_decode``: they emit PAD
+        from then on, and the loop stops once every row has produced EOS.
+
         Shape:
             src: (B, S). Returns tokens (B, T) with T <= max_len, without BOS, EOS
             kept, PAD after it; attention (B, T, S) (zero after EOS) or None.
@@ -354,7 +357,7 @@ class Seq2Seq(nn.Module):
             logits, hidden, w = self.decoder(token, hidden, memory, src_mask)
             token = logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
             # rows that already finished emit PAD and attend nowhere
-            token = token.masked_fill(done[:, None], self.padding_idx)
+            token = token.masked_fill(done[:, None], self.pad_idx)
             tokens.append(token)
             if w is not None:
                 weights.append(w.masked_fill(done[:, None, None], 0.0))  # (B, 1, S)

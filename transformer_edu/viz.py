@@ -1,17 +1,14 @@
 """Plotting helpers every chapter uses: plotly figures that stay interactive in the
 static book, and matplotlib with a font that has Japanese glyphs.
 
-How a figure reaches the reader (decided here, once):
+A notebook calls ``viz.setup()`` once, after its imports (d2l's ``use_svg_display()``
+works the same way): it sets plotly's default template and matplotlib's font. Importing
+this module changes nothing.
 
 - Plotly: build a figure with a helper below (or ``go.Figure``) and make it the
-  cell's last expression, or call ``viz.show(fig)`` / ``fig.show()``. Importing this
-  module sets the renderer. In the book build (``TRANSFORMER_EDU_BOOK=1``, which the
-  book's Sphinx extension ``scripts/book_extension.py`` sets for the kernels it starts)
-  the renderer is ``"transformer_edu_book"``: HTML that draws with the plotly.js the
-  book serves from its own ``_static`` (no CDN, no require.js). myst-nb would drop
-  plotly's default output, a bare ``application/vnd.plotly.v1+json``, with a warning.
-  Everywhere else (JupyterLab, Notebook 7, VS Code, Colab) plotly keeps the renderer
-  it picks for that front end.
+  cell's last expression, or call ``viz.show(fig)`` / ``fig.show()``. Plotly keeps the
+  renderer it picks for the front end (JupyterLab, Notebook 7, VS Code, Colab); the
+  book build sets its own (``book/plotly_renderer.py``), outside this package.
 - Sliders and dropdowns are plotly frames and ``updatemenus``: they run in the
   browser, so they work in the static HTML without a kernel.
 - Japanese text: the plotly template ``"transformer_edu"`` puts IPAexGothic in the
@@ -26,7 +23,6 @@ How a figure reaches the reader (decided here, once):
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -34,10 +30,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
-from plotly.io import base_renderers
 
-BOOK_ENV_VAR = "TRANSFORMER_EDU_BOOK"
-BOOK_RENDERER = "transformer_edu_book"
 TEMPLATE = "transformer_edu"
 CJK_FONT = "IPAexGothic"
 # Latin first, then fonts with Japanese glyphs; IPAexGothic is the one the book ships.
@@ -45,10 +38,8 @@ FONT_FAMILY = (
     '"Open Sans", verdana, arial, IPAexGothic, "Hiragino Sans", "Yu Gothic", '
     '"Noto Sans CJK JP", sans-serif'
 )
-DEFAULT_HEIGHT = 450  # px, when a figure sets none
 
 __all__ = [
-    "BOOK_RENDERER",
     "FONT_FAMILY",
     "TEMPLATE",
     "attention_heatmaps",
@@ -62,29 +53,10 @@ __all__ = [
 ]
 
 
-class BookRenderer(base_renderers.MimetypeRenderer):
-    """HTML for the static book: draws with a ``window.Plotly`` the page already has."""
-
-    def to_mimebundle(self, fig_dict: dict) -> dict[str, str]:
-        height = fig_dict.get("layout", {}).get("height") or DEFAULT_HEIGHT
-        html = pio.to_html(
-            fig_dict,
-            include_plotlyjs=False,  # the book loads _static/vendor/plotly/plotly.min.js
-            include_mathjax=False,
-            full_html=False,
-            auto_play=False,  # a figure with frames waits for its slider
-            default_width="100%",
-            default_height=f"{height}px",
-            config={"responsive": True, "displaylogo": False},
-            validate=False,
-        )
-        return {"text/html": html}
-
-
 def setup() -> None:
-    """Register the plotly template and book renderer; give matplotlib a CJK font.
+    """Make the book's plotly template the default; give matplotlib a CJK font.
 
-    Runs on import; calling it again is harmless.
+    Call it once at the top of a notebook; calling it again is harmless.
     """
     pio.templates[TEMPLATE] = go.layout.Template(
         layout={
@@ -94,9 +66,6 @@ def setup() -> None:
         }
     )
     pio.templates.default = f"plotly_white+{TEMPLATE}"
-    pio.renderers[BOOK_RENDERER] = BookRenderer()
-    if os.environ.get(BOOK_ENV_VAR) == "1":
-        pio.renderers.default = BOOK_RENDERER
     _setup_matplotlib()
 
 
@@ -117,7 +86,7 @@ def _setup_matplotlib() -> None:
 
 
 def show(fig: go.Figure) -> None:
-    """Display ``fig`` with the renderer chosen at import (same as ``fig.show()``)."""
+    """Display ``fig`` with plotly's current renderer (same as ``fig.show()``)."""
     fig.show()
 
 
@@ -486,6 +455,3 @@ def mpl_heatmap(
                 color = "white" if z[i, j] > mid else "black"
                 ax.text(j, i, f"{z[i, j]:.2f}", ha="center", va="center", color=color)
     return image
-
-
-setup()

@@ -12,8 +12,8 @@ Each chapter notebook starts with two cells this script owns:
 ``repository.url`` and ``repository.branch`` in ``_config.yml`` are the only copy of
 the address. Usage::
 
-    python scripts/sync_colab.py           # rewrite the notebooks that disagree
-    python scripts/sync_colab.py --check   # list them and exit 1; change nothing
+    python book/sync_colab.py           # rewrite the notebooks that disagree
+    python book/sync_colab.py --check   # list them and exit 1; change nothing
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The book's own Sphinx extension (``_config.yml`` loads it from ``scripts/``).
+"""The book's own Sphinx extension (``_config.yml`` loads it from ``book/``).
 
 1. Offline assets. Every script and font the built book uses is served from its own
    ``_static/vendor/`` (a build output), copied there at the start of each build:
@@ -17,13 +17,16 @@
    book`` and ``make test`` do it). They are copied into the output rather than put on
    ``html_static_path``, because jupyter-book adds every ``.js`` file under a static
    path to every page.
-2. Plotly output. Sets ``TRANSFORMER_EDU_BOOK=1`` for the kernels the build starts:
-   ``transformer_edu.viz`` then renders figures as HTML (see its docstring).
+2. Plotly output. The kernels the build starts get their own IPython profile (under
+   ``_build/ipython``, via ``IPYTHONDIR``) whose startup file makes
+   ``book/plotly_renderer.py`` plotly's renderer: HTML drawn with the plotly.js above.
+   Nothing in ``transformer_edu`` knows about the book.
 3. Cache key. jupyter-cache re-runs a notebook only when its code cells change. This
-   empties the cache when ``transformer_edu/`` or ``requirements.txt`` change, so a
+   empties the cache when ``transformer_edu/``, ``requirements.txt`` or the plotly
+   renderer change, so a
    chapter never shows results from an older package.
 
-``python scripts/book_extension.py DEST`` copies the assets to DEST (for a look).
+``python book/book_extension.py DEST`` copies the assets to DEST (for a look).
 """
 
 from __future__ import annotations
@@ -113,6 +116,7 @@ def package_digest(root: Path = ROOT) -> str:
         if p.is_file() and "__pycache__" not in p.parts
     )
     files.append(root / "requirements.txt")
+    files.append(root / "book" / "plotly_renderer.py")  # how figures are written
     digest = hashlib.sha256()
     for path in files:
         if path.exists():
@@ -196,10 +200,35 @@ def _drop_thebe_and_duplicates(context) -> None:
     scripts[:] = keep
 
 
+STARTUP = """# Written by book/book_extension.py for the kernels of the book build.
+import sys as _sys
+
+_sys.path.insert(0, {book_dir!r})
+import plotly_renderer as _plotly_renderer  # noqa: E402
+
+_plotly_renderer.use()
+_sys.path.remove({book_dir!r})
+del _sys, _plotly_renderer
+"""
+
+
+def kernel_profile(build_dir: Path) -> Path:
+    """Write the IPython profile of the build's kernels; returns its IPYTHONDIR."""
+    ipython_dir = build_dir / "ipython"
+    startup = ipython_dir / "profile_default" / "startup" / "00-plotly-renderer.py"
+    startup.parent.mkdir(parents=True, exist_ok=True)
+    startup.write_text(STARTUP.format(book_dir=str(Path(__file__).resolve().parent)))
+    return ipython_dir
+
+
+def _config_inited(app, config) -> None:
+    _reset_stale_cache(app, config)
+    # Kernels inherit this process's environment: they start with the book's profile.
+    os.environ["IPYTHONDIR"] = str(kernel_profile(Path(app.outdir).parent))
+
+
 def setup(app):
-    # Read by transformer_edu.viz in the kernels that execute the notebooks.
-    os.environ["TRANSFORMER_EDU_BOOK"] = "1"
-    app.connect("config-inited", _reset_stale_cache)
+    app.connect("config-inited", _config_inited)
     app.connect("builder-inited", _builder_inited)
     app.connect("html-page-context", _html_page_context)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
@@ -207,6 +236,6 @@ def setup(app):
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: python scripts/book_extension.py DEST_STATIC_DIR")
+        sys.exit("usage: python book/book_extension.py DEST_STATIC_DIR")
     for path in copy_assets(Path(sys.argv[1])):
         print(path)
