@@ -457,7 +457,7 @@ def check_token_embedding(fn: Callable, quiet: bool = False) -> CheckResult:
         def run() -> None:
             ids = torch.tensor(tokens)
             weight = _randn(V, D, seed=seed)  # the PAD row is NOT zero on purpose
-            ref = TokenEmbedding(V, D, padding_idx=pad)
+            ref = TokenEmbedding(V, D, pad_idx=pad)
             with torch.no_grad():
                 ref.embedding.weight.copy_(weight)
                 expected = ref(ids)

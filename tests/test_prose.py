@@ -1,0 +1,109 @@
+"""Numbers in the prose come from the code that measured them.
+
+A markdown cell (or a page of the book) may not type a measured figure by hand: it
+glues it (myst-nb's ``{glue:text}`name:fmt```, set by ``glue("name", value)`` in a
+code cell) or lets a cell print the sentence. What counts as a measured figure:
+
+- a percentage (``99.7 %``), a duration (``43 s``, ``1.5 ms``, ``2 minutes``), a
+  ratio written with ``×`` (``2.98×``), a run length (``900 steps``, ``30 epochs``);
+- any other decimal number (``0.26``), which in this book is almost always measured.
+
+Not counted: code spans, glue roles, section and exercise numbers (``§3.4``,
+``Exercise 1.1``), exponents inside formulas (``^{-0.5}``), and the short list of true
+constants below (the paper's hyper-parameters, exact mathematical values).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+from sync_colab import toc_files  # book/ is on pythonpath
+
+ROOT = Path(__file__).resolve().parent.parent
+
+MEASURED = re.compile(
+    r"""
+      (?<![\w.^{-])\d+(?:[.,]\d+)*\s*(?:%|％)                    # a percentage
+    | (?<![\w.^{-])\d+(?:\.\d+)?\s(?:s|ms)\b                     # 43 s, 1.5 ms
+    | (?<![\w.^{-])\d+\.\d+(?:s|ms)\b                           # 1.5s (not "1s")
+    | (?<![\w.^{-])\d+(?:\.\d+)?\s*(?:seconds?|minutes?|hours?)\b
+    | (?<![\w.^{-])\d+(?:\.\d+)?\s*×                             # 2.98×
+    | (?<![\w.^{-])\d[\d,\u202f\u2009 ]*\s(?:steps|epochs|updates)\b
+    | (?<![\w.^{-])\d+\.\d+                                      # any decimal
+    """,
+    re.VERBOSE,
+)
+# True constants a page may type: the paper's hyper-parameters and exact values.
+ALLOWED = {
+    "0.1",  # P_drop and label smoothing epsilon (Vaswani et al. 2017, §5.4)
+    "0.9",  # Adam beta_1 (§5.3)
+    "0.98",  # Adam beta_2 (§5.3)
+    "0.6",  # the length penalty alpha (§6.1)
+    "0.5",  # exact halves: 1/2, the exponent -0.5 of the schedule
+    "1.5",  # the schedule's warmup^-1.5 (§5.3)
+    "100,000 steps",  # the paper's base-model training run (§5.2)
+    "100 000 steps",
+}
+SKIP = [
+    re.compile(r"\{glue(?::\w+)?\}`[^`]*`"),  # a glued value
+    re.compile(r"`[^`]*`"),  # code
+    re.compile(r"§\s?\d+(?:\.\d+)*"),  # a section of the paper
+    re.compile(r"\b(?:[Ss]ection|[Ee]xercise|[Cc]hapter|[Tt]able)\s+\d+(?:\.\d+)*"),
+    re.compile(r"^\|\s*\d+\.\d+\s*\|", re.MULTILINE),  # an exercise number in a table
+    re.compile(r"\]\([^)]*\)"),  # a link target
+]
+
+
+def pages() -> list[Path]:
+    found = []
+    for entry in toc_files(ROOT):
+        for suffix in (".ipynb", ".md"):
+            path = ROOT / (entry + suffix)
+            if path.exists():
+                found.append(path)
+    return found
+
+
+def markdown_of(path: Path) -> list[str]:
+    if path.suffix == ".md":
+        return [path.read_text(encoding="utf8")]
+    nb = nbformat.read(path, as_version=4)
+    return [c.source for c in nb.cells if c.cell_type == "markdown"]
+
+
+def typed_figures(text: str) -> list[str]:
+    """The measured-looking numbers that ``text`` types by hand."""
+    for pattern in SKIP:
+        text = pattern.sub(" ", text)
+    return [
+        m.group().strip()
+        for m in MEASURED.finditer(text)
+        if m.group().strip() not in ALLOWED
+    ]
+
+
+@pytest.mark.parametrize("path", pages(), ids=lambda p: p.stem)
+def test_prose_types_no_measured_figure(path):
+    found = []
+    for source in markdown_of(path):
+        for line in source.splitlines():
+            found += [f"{fig!r} in: {line.strip()[:90]}" for fig in typed_figures(line)]
+    assert not found, (
+        f"{len(found)} hand-typed figures in {path.relative_to(ROOT)} (glue them, "
+        "or let the cell print the sentence):\n" + "\n".join(found)
+    )
+
+
+def test_the_figure_check_can_fail():
+    assert typed_figures("reaches 99.7 % in 43 s, 2.98× faster after 900 steps") == [
+        "99.7 %", "43 s", "2.98×", "900 steps",
+    ]  # fmt: skip
+    assert typed_figures("heads differ by 0.26 to 0.63") == ["0.26", "0.63"]
+    ok = (
+        "{glue:text}`acc:.1%` of §3.4, Exercise 1.1, `x = 0.25`, $d^{-0.5}$, "
+        "P_drop = 0.1, the 1s of a mask"
+    )
+    assert typed_figures(ok) == []
