@@ -1,0 +1,125 @@
+"""Checkers for the classroom exercises, and a zoo of real bugs they catch.
+
+A checker runs a learner's function (or class) on several cases against the package's
+reference and answers in plain words: which case failed, expected against got, and a
+hint that names the likely mistake. It never raises for a wrong answer, and an
+exception inside the learner's code is reported, not raised::
+
+    from transformer_edu.exercises import check_causal_mask
+
+    def my_causal_mask(T):
+        return torch.ones(T, T, dtype=torch.bool).tril()
+
+    check_causal_mask(my_causal_mask)  # prints the verdict, returns a CheckResult
+
+Conventions the learner's code follows (the package's own):
+
+- masks are boolean with **True = "may attend"**, broadcastable to (B, H, T_q, T_k);
+- ``fn(q, k, v, mask=None)`` may return ``out`` or ``(out, weights)``;
+- a multi-head attention class ``MyMHA(d_model, n_heads)`` keeps its projections in
+  four ``nn.Linear(d_model, d_model)`` named ``w_q, w_k, w_v, w_o`` (or the package's
+  ``q_proj, k_proj, v_proj, out_proj``); the checker writes its own weights into them.
+
+``BUG_ZOO`` maps a name to a small wrong implementation (:class:`Bug`), the checker
+that catches it and a word its hint contains. ``CHECKERS`` maps checker names to
+checkers. ``use_attention(model, fn)`` plugs an attention function into a model.
+
+One module per chapter holds its checkers, the mistakes they recognise and that
+chapter's bugs; ``harness`` is what they share, ``zoo`` the registry.
+"""
+
+from collections.abc import Callable
+
+from .attention import (
+    attention_mask_flipped,
+    attention_mask_too_late,
+    attention_neg_inf,
+    attention_no_scaling,
+    attention_scale_multiplied,
+    attention_softmax_query_axis,
+    attention_undefined_names,
+    check_scaled_dot_product_attention,
+    use_attention,
+)
+from .decoding import BOS, EOS, check_greedy_decode, greedy_first_position
+from .embedding import check_token_embedding
+from .harness import CheckResult
+from .heads import (
+    MHAProjectionsInAList,
+    MHAViewWithoutTranspose,
+    check_combine_heads,
+    check_multi_head_attention,
+    check_split_heads,
+    combine_heads_reshape_only,
+    split_heads_view_only,
+)
+from .masks import (
+    causal_mask_no_diagonal,
+    causal_mask_torch_polarity,
+    causal_mask_upper,
+    check_causal_mask,
+    check_padding_mask,
+    check_transformer_masks,
+    masks_causal_unused,
+    masks_cross_from_target,
+    padding_mask_pad_zero,
+)
+from .norm import (
+    check_layer_norm,
+    layer_norm_eps_outside,
+    layer_norm_unbiased,
+    layer_norm_wrong_axis,
+)
+from .positional import (
+    add_pe_seq_first,
+    check_add_positional_encoding,
+    check_positional_encoding,
+    pe_angles_zeroed,
+    pe_exponent_i,
+    pe_sin_cos_swapped,
+)
+from .scores import check_score_function
+from .training import check_label_smoothing, check_noam_lr
+from .zoo import BUG_ZOO, Bug
+
+CHECKERS: dict[str, Callable[..., CheckResult]] = {
+    f.__name__: f
+    for f in (
+        check_score_function,
+        check_token_embedding,
+        check_positional_encoding,
+        check_add_positional_encoding,
+        check_scaled_dot_product_attention,
+        check_split_heads,
+        check_combine_heads,
+        check_multi_head_attention,
+        check_causal_mask,
+        check_padding_mask,
+        check_layer_norm,
+        check_transformer_masks,
+        check_label_smoothing,
+        check_noam_lr,
+        check_greedy_decode,
+    )
+}
+
+__all__ = [
+    "BOS", "BUG_ZOO", "CHECKERS", "EOS", "Bug", "CheckResult",
+    # the checkers, in chapter order
+    "check_score_function", "check_token_embedding", "check_positional_encoding",
+    "check_add_positional_encoding", "check_scaled_dot_product_attention",
+    "check_split_heads", "check_combine_heads", "check_multi_head_attention",
+    "check_causal_mask", "check_padding_mask", "check_layer_norm",
+    "check_transformer_masks", "check_label_smoothing", "check_noam_lr",
+    "check_greedy_decode", "use_attention",
+    # the bugs of the zoo (also in BUG_ZOO[name].implementation)
+    "MHAProjectionsInAList", "MHAViewWithoutTranspose", "add_pe_seq_first",
+    "attention_mask_flipped", "attention_mask_too_late", "attention_neg_inf",
+    "attention_no_scaling", "attention_scale_multiplied",
+    "attention_softmax_query_axis", "attention_undefined_names",
+    "causal_mask_no_diagonal", "causal_mask_torch_polarity", "causal_mask_upper",
+    "combine_heads_reshape_only", "greedy_first_position", "layer_norm_eps_outside",
+    "layer_norm_unbiased", "layer_norm_wrong_axis", "masks_causal_unused",
+    "masks_cross_from_target", "padding_mask_pad_zero", "pe_angles_zeroed",
+    "pe_exponent_i", "pe_sin_cos_swapped", "split_heads_view_only",
+]  # fmt: skip
