@@ -489,6 +489,7 @@ _COLOURS = {
 _INK = "#333333"
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
 _LINK = "#1a55a8"
+_HOVERLABEL = {"bgcolor": "#ffffff", "bordercolor": "#333333", "align": "left"}
 _CAUSAL = "#c62828"
 
 
@@ -557,6 +558,8 @@ class _Drawing:
         )
 
     def text(self, x, y, text, size=12, anchor="center", color=_INK, **kw):
+        if "hovertext" in kw:
+            kw["hoverlabel"] = {"bgcolor": "#ffffff", "bordercolor": "#333333"}
         self.annotations.append(
             {
                 "x": x,
@@ -632,7 +635,8 @@ def architecture_figure(
     src, tgt = _dims((B, S, D)), _dims((B, T, D))
     fig_title = title or (
         f"The encoder–decoder Transformer: {''.join(src_tokens)} → "
-        f"{' '.join(out_tokens)}  (D = {D}, H = {H}, d_ff = {d_ff}, N = {n_layers})"
+        f"{' '.join(out_tokens)}<br><span style='font-size:12px'>D = {D}, H = {H}, "
+        f"d_ff = {d_ff}, N = {n_layers} layers per stack</span>"
     )
     dr = _Drawing(link_prefix)
 
@@ -755,8 +759,9 @@ def architecture_figure(
                 dr.link("stacks", f"<b>{n_layers}×</b>"), size=16,
                 anchor="right" if side == "left" else "left",
                 hovertext=stack_text)  # fmt: skip
-        dr.text(x0 + 0.8, y1 - 1.6, dr.link("stacks", f"<b>{name} layer</b>"),
-                anchor="left", size=12, hovertext=stack_text)  # fmt: skip
+        # above the frame's outer corner, clear of the lines
+        dr.text(x0, y1 + 1.9, dr.link("stacks", f"<b>{name}</b>"), anchor="left",
+                size=13, hovertext=stack_text)  # fmt: skip
 
     # --- encoder -------------------------------------------------------------
     inputs(xe, src_tokens, "source", "Input embedding")
@@ -766,7 +771,7 @@ def architecture_figure(
     dr.block(
         "Multi-head self-attention", xe - half, 33, xe + half, 41,
         _COLOURS["attention"],
-        attention_label("multi-head", "Multi-head self-attention", sdpa),
+        attention_label("multi-head", "Multi-head<br>self-attention", sdpa),
         [
             f"{src} → {src}   (B, S, D)",
             f"weights {_dims((B, H, S, S))}   (B, H, S, S)",
@@ -808,8 +813,8 @@ def architecture_figure(
         "Masked multi-head self-attention", xd - half, 33, xd + half, 41,
         _COLOURS["attention"],
         attention_label(
-            "masking", "Masked multi-head self-attention",
-            "causal: position t sees positions ≤ t", _CAUSAL,
+            "masking", "Masked multi-head<br>self-attention",
+            "causal: position t sees ≤ t", _CAUSAL,
         ),
         [
             f"{tgt} → {tgt}   (B, T, D)",
@@ -820,7 +825,7 @@ def architecture_figure(
         line=_CAUSAL, width=2.0, dash="dash",
     )  # fmt: skip
     # the causal mask itself, beside the block: row = query, column = key
-    cell_w, cell_h, gx, gy = 1.5, 1.8, xd - half - 7.5, 40.2
+    cell_w, cell_h, gx, gy = 1.5, 1.8, x_gap - 1, 40.2
     for i in range(T):
         for j in range(T):
             dr.rect(
@@ -830,7 +835,7 @@ def architecture_figure(
             )  # fmt: skip
     dr.text(
         gx + T * cell_w / 2,
-        gy - T * cell_h - 1.3,
+        gy - T * cell_h - 2.4,
         "causal<br>mask",
         size=10,
         color=_CAUSAL,
@@ -844,7 +849,7 @@ def architecture_figure(
         "Multi-head cross-attention", xd - half, 55, xd + half, 63,
         _COLOURS["attention"],
         attention_label(
-            "multi-head", "Multi-head cross-attention",
+            "multi-head", "Multi-head<br>cross-attention",
             "Q: decoder · K, V: memory",
         ),
         [
@@ -896,10 +901,10 @@ def architecture_figure(
     )  # fmt: skip
 
     dr.text(
-        -3, 116,
-        "Hover over a block for its tensor shapes: one sentence pair,<br>"
-        f"B = {B}, S = {S} source tokens, T = {T} target tokens.<br>"
-        "Click a blue name to open the chapter that builds it.",
+        -3, 104,
+        "Hover over a block: its tensor shapes<br>"
+        f"(B = {B}, S = {S} source, T = {T} target tokens).<br>"
+        "Click a blue name: the chapter that builds it.",
         anchor="left", size=12, align="left",
     )  # fmt: skip
     fig = go.Figure(data=dr.traces)
@@ -910,10 +915,11 @@ def architecture_figure(
         xaxis={"range": [-4, 104], "visible": False, "fixedrange": True},
         yaxis={"range": [-1, 123], "visible": False, "fixedrange": True},
         height=height,
-        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+        margin={"l": 10, "r": 10, "t": 64, "b": 10},
         plot_bgcolor="white",
         dragmode=False,
         hovermode="closest",
+        hoverlabel=_HOVERLABEL,
         showlegend=False,
     )
     return fig
