@@ -1,4 +1,6 @@
+import re
 import warnings
+from pathlib import Path
 
 import matplotlib
 import numpy as np
@@ -128,3 +130,121 @@ def test_attention_heatmaps_is_tall_enough_for_its_open_dropdown():
     entries = len(fig.layout.updatemenus[0].buttons)
     assert entries == 12
     assert fig.layout.height >= fig.layout.margin.t + 34 * entries
+
+
+# --- the architecture figure --------------------------------------------------------
+
+CHAPTER_FILES = {p.stem for p in (Path(__file__).parent.parent / "chapters").glob("*")}
+HREF = re.compile(r'<a href="([^"]+)"')
+
+
+def _hover_targets(fig):
+    return [t for t in fig.data if t.hoverinfo == "text"]
+
+
+def test_architecture_figure_has_one_hover_target_per_block_with_its_shapes():
+    fig = viz.architecture_figure(d_model=512, n_heads=8, d_ff=2048, n_layers=6)
+    targets = _hover_targets(fig)
+    names = [t.name for t in targets]
+    assert len(names) == len(set(names)) == 22
+    for part in (
+        "Source tokens",
+        "Input embedding",
+        "Positional encoding (source)",
+        "Encoder stack: 6 layers",
+        "Multi-head self-attention",
+        "Add & Norm (encoder, after self-attention)",
+        "Feed-forward (encoder)",
+        "Add & Norm (encoder, after the FFN)",
+        "Memory (the encoder's output)",
+        "Target tokens",
+        "Output embedding",
+        "Positional encoding (target)",
+        "Decoder stack: 6 layers",
+        "Masked multi-head self-attention",
+        "Add & Norm (decoder, after masked self-attention)",
+        "Multi-head cross-attention",
+        "Add & Norm (decoder, after cross-attention)",
+        "Feed-forward (decoder)",
+        "Add & Norm (decoder, after the FFN)",
+        "Linear (generator)",
+        "Softmax",
+        "Predicted next tokens",
+    ):
+        assert part in names, f"no hover target for {part}"
+    for t in targets:  # every label names a tensor shape (B = 1 first)
+        assert "(1, " in t.text, f"{t.name}: no shape in {t.text!r}"
+    text = {t.name: t.text for t in targets}
+    assert "(1, 4, 512) → (1, 4, 512)" in text["Multi-head self-attention"]
+    assert "weights (1, 8, 4, 4)" in text["Multi-head self-attention"]
+    assert "weights (1, 8, 3, 3)" in text["Masked multi-head self-attention"]
+    assert "weights (1, 8, 3, 4)" in text["Multi-head cross-attention"]
+    assert "(1, 4, 512) → (1, 4, 2048)" in text["Feed-forward (encoder)"]
+    assert "(1, 3, 512) → (1, 3, 2048)" in text["Feed-forward (decoder)"]
+    assert "memory (1, 4, 512)" in text["Multi-head cross-attention"]
+    # a block's hover target covers it: a filled, invisible rectangle
+    assert all(t.fill == "toself" and t.hoveron == "fills" for t in targets)
+
+
+def test_architecture_figure_marks_the_masked_self_attention_as_causal():
+    fig = viz.architecture_figure()
+    masked = [
+        a for a in fig.layout.annotations if a.text and "Masked multi-head" in a.text
+    ]
+    assert len(masked) == 1 and "causal" in masked[0].text
+    dashed = [s for s in fig.layout.shapes if s.line.dash == "dash"]
+    assert len(dashed) == 1  # only the masked block has the dashed red border
+    # the mask beside it: T x T cells, the lower triangle (j <= i) filled
+    red = [s for s in fig.layout.shapes if s.fillcolor == dashed[0].line.color]
+    assert len(red) == 3 * 4 // 2
+
+
+@pytest.mark.parametrize("prefix", ["", "chapters/"])
+def test_architecture_figure_links_point_at_existing_chapters(prefix):
+    fig = viz.architecture_figure(link_prefix=prefix)
+    hrefs = [h for a in fig.layout.annotations for h in HREF.findall(a.text or "")]
+    assert len(hrefs) >= 15  # every block's name, the titles and the N× brackets
+    for href in hrefs:
+        assert href.startswith(prefix) and href.endswith(".html"), href
+        stem = href.removeprefix(prefix).removesuffix(".html")
+        assert "/" not in stem and stem in CHAPTER_FILES, f"{href}: no such chapter"
+    linked = {h.removeprefix(prefix)[:2] for h in hrefs}
+    assert linked == {"02", "03", "04", "05", "06", "07", "08", "10"}
+    assert set(viz.CHAPTER_PAGES.values()) <= CHAPTER_FILES
+
+
+def test_architecture_figure_shapes_follow_its_arguments():
+    def text(fig, name):
+        return next(t.text for t in _hover_targets(fig) if t.name == name)
+
+    small = viz.architecture_figure(d_model=32, n_heads=4, d_ff=64, n_layers=2)
+    assert "(1, 4, 32) → (1, 4, 32)" in text(small, "Multi-head self-attention")
+    assert "weights (1, 4, 4, 4)" in text(small, "Multi-head self-attention")
+    assert "(1, 3, 64)" in text(small, "Feed-forward (decoder)")
+    assert "2 identical layers" in text(small, "Encoder stack: 2 layers")
+    longer = viz.architecture_figure(
+        d_model=32,
+        n_heads=2,
+        d_ff=64,
+        n_layers=2,
+        src_tokens=["花子", "は", "学生", "です", "。"],
+        tgt_tokens=["⟨bos⟩", "Hanako", "is", "a"],
+        out_tokens=["Hanako", "is", "a", "student"],
+        vocab_size=196,
+    )
+    assert "weights (1, 2, 5, 5)" in text(longer, "Multi-head self-attention")
+    assert "weights (1, 2, 4, 5)" in text(longer, "Multi-head cross-attention")
+    assert "(1, 4, 196)" in text(longer, "Linear (generator)")
+    assert "S = 5" in longer.layout.annotations[-1].text
+    with pytest.raises(ValueError, match="not divisible"):
+        viz.architecture_figure(d_model=30, n_heads=4)
+    with pytest.raises(ValueError, match="one token per position"):
+        viz.architecture_figure(out_tokens=["I"])
+
+
+def test_architecture_figure_draws_japanese_in_the_book_font():
+    viz.setup()
+    fig = viz.architecture_figure()
+    assert "IPAexGothic" in fig.layout.template.layout.font.family
+    texts = " ".join(a.text or "" for a in fig.layout.annotations)
+    assert all(tok in texts for tok in ("私", "太郎", "です", "⟨bos⟩", "Taro"))
