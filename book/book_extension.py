@@ -157,6 +157,44 @@ PLOTLY_WAITS_FOR_FONT = """(function () {
     return ready.then(function () { return newPlot.apply(window.Plotly, args); });
   };
 })();"""
+# Opened from file://, plotly drops a relative <a href> in annotation text (its link
+# check allows http:, https: and mailto: only); the architecture figure's block names
+# link to chapters that way. Put the links back from the figure's own annotations.
+PLOTLY_FILE_LINKS = """(function () {
+  // plotly drops a relative <a href> in annotation text when the page is a file:
+  // (its link check allows http:, https:, mailto: only); put the links back
+  if (!window.Plotly || location.protocol !== "file:") return;
+  var XLINK = "http://www.w3.org/1999/xlink";
+  function relink(gd) {
+    (gd.layout.annotations || []).forEach(function (ann, i) {
+      var hrefs = [], re = /<a href="([^"]+)"/g, m;
+      while ((m = re.exec(ann.text || ""))) hrefs.push(m[1]);
+      if (!hrefs.length) return;
+      var box = gd.querySelector('.annotation[data-index="' + i + '"]');
+      if (!box) return;
+      var set = function (a, href) {
+        if (a && href && !a.getAttributeNS(XLINK, "href")) {
+          a.setAttributeNS(XLINK, "xlink:href", href);
+          a.setAttribute("target", "_self");
+        }
+      };
+      // the text's links, and the box itself when the whole text is one link
+      box.querySelectorAll(".annotation-text a").forEach(function (a, k) {
+        set(a, hrefs[k]);
+      });
+      var rect = box.querySelector("a > rect.bg");
+      if (rect && hrefs.length === 1) set(rect.parentNode, hrefs[0]);
+    });
+  }
+  var newPlot = window.Plotly.newPlot;
+  window.Plotly.newPlot = function () {
+    return Promise.resolve(newPlot.apply(window.Plotly, arguments)).then(function (gd) {
+      relink(gd);
+      gd.on("plotly_afterplot", function () { relink(gd); });
+      return gd;
+    });
+  };
+})();"""
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
 
 
@@ -164,6 +202,10 @@ def _html_page_context(app, pagename, templatename, context, doctree) -> None:
     body = context.get("body", "")
     if "plotly-graph-div" in body:
         app.add_js_file(PLOTLY_JS, priority=PLOTLY_PRIORITY)
+        if "<a href=" in body or "&lt;a href=" in body or "\\u003ca href" in body:
+            app.add_js_file(
+                None, body=PLOTLY_FILE_LINKS, priority=PLOTLY_PRIORITY + 2
+            )
         if CJK.search(body):
             app.add_js_file(
                 None, body=PLOTLY_WAITS_FOR_FONT, priority=PLOTLY_PRIORITY + 1
