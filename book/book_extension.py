@@ -202,10 +202,7 @@ def _html_page_context(app, pagename, templatename, context, doctree) -> None:
     body = context.get("body", "")
     if "plotly-graph-div" in body:
         app.add_js_file(PLOTLY_JS, priority=PLOTLY_PRIORITY)
-        if "<a href=" in body or "&lt;a href=" in body or "\\u003ca href" in body:
-            app.add_js_file(
-                None, body=PLOTLY_FILE_LINKS, priority=PLOTLY_PRIORITY + 2
-            )
+        app.add_js_file(None, body=PLOTLY_FILE_LINKS, priority=PLOTLY_PRIORITY + 2)
         if CJK.search(body):
             app.add_js_file(
                 None, body=PLOTLY_WAITS_FOR_FONT, priority=PLOTLY_PRIORITY + 1
