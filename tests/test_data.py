@@ -1,11 +1,16 @@
-"""Tests for transformer_edu/data.py: the corpus, segmentation, Vocab and batches."""
+"""Tests for transformer_edu/data.py (the corpus, segmentation, Vocab and batches) and
+the grammar that writes the corpus, transformer_edu/corpus/grammar.py."""
 
+import subprocess
+import sys
 from collections import Counter
 from importlib import resources
+from pathlib import Path
 
 import pytest
 import torch
 
+from transformer_edu.corpus.grammar import corpus_text, generate, main, write_corpus
 from transformer_edu.data import (
     Batch,
     Pair,
@@ -14,16 +19,12 @@ from transformer_edu.data import (
     build_vocabs,
     corpus_lexicon,
     corpus_stats,
-    corpus_text,
     detokenize_en,
-    generate,
     load_corpus,
-    main,
     make_batch,
     order_pairs,
     segment,
     tokenize_en,
-    write_corpus,
 )
 
 RUNNING_EXAMPLES = {
@@ -116,7 +117,9 @@ def test_shipped_file_equals_the_generator():
         .joinpath("corpus", "ja_en.tsv")
         .read_text(encoding="utf-8")
     )
-    assert shipped == corpus_text(), "regenerate: python -m transformer_edu.data"
+    assert shipped == corpus_text(), (
+        "regenerate: python -m transformer_edu.corpus.grammar"
+    )
     assert main(["--check"]) == 0
     examples = generate()
     assert [e.pair for e in examples if e.split == "train"] == load_corpus("train")
@@ -126,6 +129,23 @@ def test_shipped_file_equals_the_generator():
 def test_write_corpus_to_a_path(tmp_path):
     path = write_corpus(tmp_path / "c.tsv")
     assert path.read_text(encoding="utf-8") == corpus_text()
+
+
+def test_reading_the_corpus_does_not_import_the_grammar():
+    # the grammar is build-time code: training only reads the file it wrote
+    code = (
+        "import sys, transformer_edu, transformer_edu.training\n"
+        "transformer_edu.data.load_corpus('all')\n"
+        "print(sorted(m for m in sys.modules if m.startswith('transformer_edu.corpus')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).parents[1],  # import this checkout's package
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "[]", out.stdout
 
 
 def test_load_corpus_rejects_unknown_split():

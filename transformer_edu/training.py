@@ -169,9 +169,9 @@ def train(
         loss_sum = correct = count = 0.0
         for b in batches(train_pairs, src_vocab, tgt_vocab, cfg.batch_size,
                          seed=cfg.seed * 100_003 + epoch, sort_by_length=True):  # fmt: skip
-            src, tgt_in, tgt_out = (t.to(device) for t in (b.src, b.tgt_in, b.tgt_out))
-            logits = forward(model, src, tgt_in)  # (B, T, V)
-            loss = sequence_loss(logits, tgt_out, cfg.label_smoothing)
+            b = b.to(device)  # batches are built on the CPU
+            logits = forward(model, b.src, b.tgt_in)  # (B, T, V)
+            loss = sequence_loss(logits, b.tgt_out, cfg.label_smoothing)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if cfg.clip_grad_norm:
@@ -179,10 +179,10 @@ def train(
             lr = opt.param_groups[0]["lr"]  # the rate this step used
             opt.step()
             sched.step()
-            real = tgt_out != Vocab.PAD
-            n = int(real.sum())
+            n = b.ntokens  # the loss is a mean over these: weigh it by them
             loss_sum += loss.item() * n
-            correct += int(((logits.argmax(-1) == tgt_out) & real).sum())
+            real = b.tgt_out != Vocab.PAD  # accuracy over the same real tokens
+            correct += int(((logits.argmax(-1) == b.tgt_out) & real).sum())
             count += n
             hist.step_loss.append(loss.item())
             hist.step_lr.append(lr)
