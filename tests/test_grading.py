@@ -387,10 +387,13 @@ def _solved() -> dict[str, str]:
         "lr_at_solution": "lr_at",
         "greedy_solution": "greedy",
     }
-    code = "\n\n".join(_solution_cells())
-    for old, new in sorted(renames.items(), key=lambda kv: -len(kv[0])):
-        code = code.replace(old, new)
-    return {"look_ahead_mask": code}  # one cell holds them all
+    answers = {}
+    for code in _solution_cells():
+        for old, new in sorted(renames.items(), key=lambda kv: -len(kv[0])):
+            code = code.replace(old, new)
+        first = next(n for n in ast.parse(code).body if hasattr(n, "name"))
+        answers[first.name] = code  # into the stub cell that defines this name
+    return answers
 
 
 def _write(folder: Path, name: str, nb: dict | str) -> None:

@@ -436,22 +436,48 @@ def grade(
     return rows
 
 
-def table(rows: list[Row], width: int = 70) -> str:
-    """The grades as text: one line per student and exercise, then each total."""
-    lines = [f"{'student':14s} {'ex.':5s} {'pts':>5s}  {'status':15s} verdict / hint"]
-    for r in rows:
-        text = r.verdict if r.status == "passed" or not r.hint else f"hint: {r.hint}"
-        text = text if len(text) <= width else text[: width - 1] + "…"
-        lines.append(
-            f"{r.student[:14]:14s} {r.exercise:5s} {r.points:>2d}/{r.max_points:<2d} "
-            f"{r.status:15s} {text}"
-        )
+_MARK = {"not implemented": "·", "missing": "-", "failed": "✗", "timed out": "⏱",
+         "error": "!"}  # fmt: skip
+
+
+def table(rows: list[Row], width: int = 100) -> str:
+    """The grades as text: student × exercise (points, or a mark for why none), each
+    total, then the verdict and hint of every answer that failed."""
+    ids = [ex.id for ex in EXERCISES]
+    cells: dict[str, dict[str, str]] = {}
     totals: dict[str, list[int]] = {}
     for r in rows:
+        mark = str(r.points) if r.status == "passed" else _MARK.get(r.status, "?")
+        cells.setdefault(r.student, {})[r.exercise] = mark
         t = totals.setdefault(r.student, [0, 0])
         t[0], t[1] = t[0] + r.points, t[1] + r.max_points
-    lines.append("")
-    lines += [f"{s:14s} total {p}/{m}" for s, (p, m) in totals.items()]
+    name_w = max(7, *(len(s) for s in cells))
+    lines = [f"{'student':{name_w}s} " + " ".join(f"{i:>4s}" for i in ids) + "  total"]
+    for student, marks in cells.items():
+        p, m = totals[student]
+        row = " ".join(f"{marks.get(i, '?'):>4s}" for i in ids)
+        lines.append(f"{student:{name_w}s} {row}  {p}/{m}")
+    lines.append(
+        "points when passed; · not implemented, ✗ failed, ⏱ timed out, ! error, "
+        "- missing"
+    )
+    details = [r for r in rows if r.status not in ("passed", "not implemented")]
+    seen_errors: set[tuple[str, str]] = set()
+    if details:
+        lines += ["", "what went wrong:"]
+    for r in details:
+        if r.status == "error":  # one line for a whole unreadable notebook
+            if (r.student, r.verdict) in seen_errors:
+                continue
+            seen_errors.add((r.student, r.verdict))
+        text = f"{r.student} {r.exercise} ({r.name}) {r.status}: {r.verdict}"
+        lines.append(text if len(text) <= width else text[: width - 1] + "…")
+        if r.hint:
+            hint = f"    hint: {r.hint}"
+            lines.append(hint if len(hint) <= width else hint[: width - 1] + "…")
+    notes = [r for r in rows if r.note]
+    for r in notes:
+        lines.append(f"{r.student} {r.exercise} note: {r.note[: width - 20]}")
     return "\n".join(lines)
 
 
