@@ -14,7 +14,7 @@ VENV_PATH := PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
 JB_BUILD  := jupyter-book build . -W -n --keep-going --all
 PYTEST_ARGS ?= -q
 
-.PHONY: book test lint clean demo
+.PHONY: book test lint clean demo student grade
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,18 +41,27 @@ book: $(STAMP) $(NPM_STAMP)
 	$(VENV_PATH) $(JB_BUILD)
 
 # Lint first (ruff check + format, as CI runs it), then unit tests, every chapter
-# run by nbval, the book build and the browser check, in one pytest run (the book tests come last; the first of them builds the book).
+# and the student editions run by nbval (unsolved, top to bottom), the book build and the browser check, in one pytest run (the book tests come last; the first of them builds the book).
 # OMP_NUM_THREADS=1: the CLI test trains in a subprocess beside pytest; two torch
 # processes of two threads each on two cores slow small models many-fold.
 test: lint $(NPM_STAMP) $(CHROMIUM)
-	$(VENV_PATH) CHROMIUM=$(CHROMIUM) OMP_NUM_THREADS=1 $(PY) -m pytest tests chapters --nbval-lax --nbval-current-env \
+	$(VENV_PATH) CHROMIUM=$(CHROMIUM) OMP_NUM_THREADS=1 $(PY) -m pytest tests chapters student --nbval-lax --nbval-current-env \
 	  --nbval-cell-timeout=300 $(PYTEST_ARGS)
 
-LINTED := transformer_edu tests book scripts chapters
+LINTED := transformer_edu tests book scripts chapters student
 
 lint: $(STAMP)
 	$(PY) -m ruff check $(LINTED)
 	$(PY) -m ruff format --check $(LINTED)
+
+# The classroom: write the student editions (student/, from the chapters' cells tagged
+# "solution"), and grade a folder of submitted notebooks into grades/grades.csv.
+student: $(STAMP)
+	$(PY) book/student_edition.py
+
+SUBMISSIONS ?= submissions
+grade: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) -m transformer_edu.exercises.grading $(SUBMISSIONS) --out grades
 
 clean:
 	rm -rf _build

@@ -20,6 +20,12 @@ Conventions the learner's code follows (the package's own):
   four ``nn.Linear(d_model, d_model)`` named ``w_q, w_k, w_v, w_o`` (or the package's
   ``q_proj, k_proj, v_proj, out_proj``); the checker writes its own weights into them.
 
+While the learner's code runs, a checker watches for calls to the references of its
+exercise (the package's own ``causal_mask`` for ``check_causal_mask``, torch's
+``F.scaled_dot_product_attention`` for attention, …): such a call fails the check with
+a message that says so, however the reference was bound. ``allow_references()`` lifts
+that, for testing a checker against the package itself.
+
 ``BUG_ZOO`` maps a name to a small wrong implementation (:class:`Bug`), the checker
 that catches it and a word its hint contains. ``CHECKERS`` maps checker names to
 checkers. ``use_attention(model, fn)`` plugs an attention function into a model.
@@ -43,7 +49,7 @@ from .attention import (
 )
 from .decoding import BOS, EOS, check_greedy_decode, greedy_first_position
 from .embedding import check_token_embedding
-from .harness import CheckResult
+from .harness import CALLED_REFERENCE, CheckResult, allow_references
 from .heads import (
     MHAProjectionsInAList,
     MHAViewWithoutTranspose,
@@ -104,7 +110,8 @@ CHECKERS: dict[str, Callable[..., CheckResult]] = {
 }
 
 __all__ = [
-    "BOS", "BUG_ZOO", "CHECKERS", "EOS", "Bug", "CheckResult",
+    "BOS", "BUG_ZOO", "CALLED_REFERENCE", "CHECKERS", "EOS", "Bug", "CheckResult",
+    "allow_references",
     # the checkers, in chapter order
     "check_score_function", "check_token_embedding", "check_positional_encoding",
     "check_add_positional_encoding", "check_scaled_dot_product_attention",

@@ -9,6 +9,7 @@ from functools import partial
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import attention as _attention
@@ -23,6 +24,7 @@ from .harness import (
     expect,
     match,
     randn,
+    references,
     run_cases,
 )
 from .zoo import ARTICLE, COMMON, register
@@ -44,6 +46,19 @@ MASK_IGNORED = (
 MASK_FLIPPED = (
     "mask polarity is flipped: in this book True means 'may attend', so block where "
     "the mask is False (masked_fill(~mask, ...))"
+)
+
+
+# attention written by the package or by torch: the exercise is to write it
+ATTENTION_REFERENCES = references(
+    scaled_dot_product_attention,
+    MultiHeadAttention,
+    (
+        F.scaled_dot_product_attention,
+        "torch.nn.functional.scaled_dot_product_attention",
+    ),
+    nn.MultiheadAttention,
+    F.multi_head_attention_forward,
 )
 
 
@@ -144,7 +159,9 @@ def check_scaled_dot_product_attention(
         Case("T = S = 1", partial(_run, fn, *one)),
         Case("float64, padding mask", partial(_run, fn, *f64, pad)),
     ]
-    return run_cases("check_scaled_dot_product_attention", cases, quiet)
+    return run_cases(
+        "check_scaled_dot_product_attention", cases, quiet, ATTENTION_REFERENCES
+    )
 
 
 def _run(fn: Callable, q: Tensor, k: Tensor, v: Tensor, mask=None) -> None:

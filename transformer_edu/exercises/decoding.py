@@ -10,13 +10,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..data import Vocab
-from ..decoding import greedy_decode
+from ..decoding import beam_search, greedy_decode
 from ..masks import padding_mask
 from ..model import make_model
-from .harness import Case, CheckResult, Failure, call, run_cases
+from .harness import Case, CheckResult, Failure, call, references, run_cases
 from .zoo import COMMON, register
 
 BOS, EOS, PAD = Vocab.BOS, Vocab.EOS, Vocab.PAD
+GREEDY_REFERENCES = references(greedy_decode, beam_search)
 SAME_TOKEN_EVERY_STEP = (
     "the same token every step: read the prediction at the last position, "
     "logits[:, -1], and feed the growing prefix back in"
@@ -109,7 +110,7 @@ def check_greedy_decode(fn: Callable, quiet: bool = False) -> CheckResult:
         ("a real (untrained) Transformer", real, [4, 8, 6], 6),
     ]
     cases = [Case(label, partial(_run, fn, *args)) for label, *args in table]
-    return run_cases("check_greedy_decode", cases, quiet)
+    return run_cases("check_greedy_decode", cases, quiet, GREEDY_REFERENCES)
 
 
 def _run(fn: Callable, model: nn.Module, src: list[int], max_len: int) -> None:

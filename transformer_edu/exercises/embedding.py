@@ -10,7 +10,18 @@ import torch
 from torch import Tensor
 
 from ..embeddings import TokenEmbedding
-from .harness import Case, CheckResult, call, close, expect, randn, run_cases
+from .harness import (
+    Case,
+    CheckResult,
+    call,
+    close,
+    expect,
+    randn,
+    references,
+    run_cases,
+)
+
+EMBEDDING_REFERENCES = references(TokenEmbedding)
 
 
 def check_token_embedding(fn: Callable, quiet: bool = False) -> CheckResult:
@@ -21,7 +32,7 @@ def check_token_embedding(fn: Callable, quiet: bool = False) -> CheckResult:
         _case(fn, [[4, 2, 2, 1, 3]], V=6, D=9, pad=0, seed=21),
         _case(fn, [[3, 0, 5], [3, 3, 4]], V=7, D=4, pad=3, seed=22),
     ]
-    return run_cases("check_token_embedding", cases, quiet)
+    return run_cases("check_token_embedding", cases, quiet, EMBEDDING_REFERENCES)
 
 
 def _case(fn: Callable, tokens: list[list[int]], V: int, D: int, pad: int, seed: int):

@@ -3,17 +3,24 @@ safely, and showing where a tensor differs from the reference.
 
 A case is a function that returns when it passes and raises :class:`Failure` (what,
 expected, got, hint) when it does not; :func:`run_cases` turns the first failure
-into a :class:`CheckResult`.
+into a :class:`CheckResult`. A checker names the references its exercise asks the
+learner to write (:func:`references`); a call to one of them from inside the learner's
+code fails the case, however the learner bound it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import html
+import inspect
 import math
+import sys
 import traceback
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import CodeType
 from typing import Any
 
 import torch
@@ -98,11 +105,24 @@ class Case:
     run: Callable[[], None]  # returns when the case passes, raises Failure when not
 
 
-def run_cases(check: str, cases: Sequence[Case], quiet: bool) -> CheckResult:
-    """Run the cases in order; the first failure is the verdict."""
+def run_cases(
+    check: str,
+    cases: Sequence[Case],
+    quiet: bool,
+    forbidden: Forbidden | None = None,
+) -> CheckResult:
+    """Run the cases in order; the first failure is the verdict.
+
+    While the learner's code runs (:func:`call`), the ``forbidden`` references may not
+    be called: the case fails with a message that says which one was.
+    """
     total = len(cases)
-    with torch.random.fork_rng(devices=[]):  # the learner's random state is kept
-        result = _first_failure(check, cases)
+    token = _FORBIDDEN.set(forbidden)
+    try:
+        with torch.random.fork_rng(devices=[]):  # the learner's random state is kept
+            result = _first_failure(check, cases)
+    finally:
+        _FORBIDDEN.reset(token)
     if result is None:
         names = " · ".join(c.label for c in cases)
         message = f"✓ {check}: all {total} cases pass ({names})."
@@ -146,6 +166,131 @@ def _first_failure(check: str, cases: Sequence[Case]) -> CheckResult | None:
     return None
 
 
+# --- the references a learner may not call -----------------------------------------
+
+CALLED_REFERENCE = "called the reference"  # in every such verdict's message
+
+
+@dataclass(frozen=True)
+class Forbidden:
+    """The references of one exercise: Python code objects and builtin functions."""
+
+    codes: dict[CodeType, str] = field(default_factory=dict)  # code -> shown name
+    builtins: dict[int, tuple[Any, str]] = field(
+        default_factory=dict
+    )  # id -> (f, name)
+
+
+def references(*objects: Any) -> Forbidden:
+    """What calling any of ``objects`` (functions, classes, builtins) looks like; an
+    item may also be an ``(object, "the name to show")`` pair.
+
+    A class stands for the functions defined in its own body (``__init__``,
+    ``forward``, …), not the ones it inherits (``nn.Module.__call__`` stays free); a
+    decorated function for the function inside (``@torch.no_grad()``'s wrapper is
+    shared by many).
+    """
+    codes: dict[CodeType, str] = {}
+    builtins: dict[int, tuple[Any, str]] = {}
+
+    def add(obj: Any, name: str) -> None:
+        if isinstance(obj, (staticmethod, classmethod)):
+            obj = obj.__func__
+        obj = inspect.unwrap(obj) if callable(obj) else obj
+        code = getattr(obj, "__code__", None)
+        if isinstance(code, CodeType):
+            codes[code] = name
+        elif callable(obj) and not isinstance(obj, type):
+            builtins[id(obj)] = (obj, name)
+
+    for item in objects:
+        obj, name = item if isinstance(item, tuple) else (item, None)
+        if name is None:
+            module, qualname = getattr(obj, "__module__", "?"), obj.__qualname__
+            name = f"{module}.{qualname}"
+        if isinstance(obj, type):
+            for attr, member in vars(obj).items():
+                if isinstance(member, property):
+                    continue
+                if callable(member) or isinstance(member, (staticmethod, classmethod)):
+                    add(member, f"{name} ({attr})")
+        else:
+            add(obj, name)
+    return Forbidden(codes, builtins)
+
+
+_FORBIDDEN: ContextVar[Forbidden | None] = ContextVar("forbidden", default=None)
+
+
+_ALLOWED: list[bool] = []  # non-empty inside allow_references()
+
+
+@contextlib.contextmanager
+def allow_references() -> Iterator[None]:
+    """Let checkers pass code that calls the references: for testing a checker
+    against the package itself, never for grading."""
+    _ALLOWED.append(True)
+    try:
+        yield
+    finally:
+        _ALLOWED.pop()
+
+
+@contextlib.contextmanager
+def _watching(seen: list[str]) -> Iterator[None]:
+    """Profile the block; append to ``seen`` the name of each forbidden call.
+
+    A profiler sees every call by the code object it runs (or, for a builtin, the
+    function object), so an alias bound before the check (``from transformer_edu
+    import causal_mask``) is seen too. The previous profiler is restored afterwards.
+    """
+    forbidden = None if _ALLOWED else _FORBIDDEN.get()
+    if forbidden is None or not (forbidden.codes or forbidden.builtins):
+        yield
+        return
+    codes, builtins = forbidden.codes, forbidden.builtins
+
+    def profile(frame, event, arg):
+        if event == "call":
+            name = codes.get(frame.f_code)
+        elif event == "c_call":
+            hit = builtins.get(id(arg))
+            name = hit[1] if hit is not None and hit[0] is arg else None
+        else:
+            return
+        if name is not None and name not in seen:
+            seen.append(name)
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        yield
+    finally:
+        if sys.getprofile() is not profile and not seen:
+            seen.append(_SWITCHED_OFF)
+        sys.setprofile(previous)
+
+
+_SWITCHED_OFF = "sys.setprofile"
+
+
+def _used_reference(seen: list[str]) -> Failure:
+    if seen == [_SWITCHED_OFF]:
+        return Failure(
+            "your code switched off the checker's profiler (sys.setprofile), so the "
+            "checker cannot tell whether it called the reference",
+            hint="leave sys.setprofile alone",
+        )
+    return Failure(
+        f"your code {CALLED_REFERENCE}: {', '.join(seen)}, which this exercise asks "
+        "you to write yourself",
+        hint=(
+            "the checker tests your code, not the package's: compute the result with "
+            "torch's basic operations instead of calling the reference"
+        ),
+    )
+
+
 # --- calling the learner's code -----------------------------------------------------
 
 _TORCH_DIR = str(Path(torch.__file__).parent)
@@ -154,13 +299,20 @@ _TORCH_DIR = str(Path(torch.__file__).parent)
 def call(fn: Callable, *args: Any, on_error: Callable | None = None, **kw) -> Any:
     """Call learner code; its exceptions become failures that say where they came from.
 
-    ``on_error(exception)`` may return a hint specific to the exercise.
+    ``on_error(exception)`` may return a hint specific to the exercise. A call to one of
+    the checker's forbidden references fails, whatever the code returned or raised.
     """
+    seen: list[str] = []
     try:
-        return fn(*args, **kw)
+        with _watching(seen):
+            result = fn(*args, **kw)
     except NotImplementedError as e:
+        if seen:
+            raise _used_reference(seen) from e
         raise NotImplementedYet() from e
     except Exception as e:
+        if seen:
+            raise _used_reference(seen) from e
         # the last frame that is the learner's (not torch's) is where it went wrong
         frames = [
             f
@@ -176,6 +328,9 @@ def call(fn: Callable, *args: Any, on_error: Callable | None = None, **kw) -> An
         raise Failure(
             f"your code raised {type(e).__name__}: {short(str(e))}{where}", hint=hint
         ) from e
+    if seen:
+        raise _used_reference(seen)
+    return result
 
 
 def short(text: str, limit: int = 300) -> str:

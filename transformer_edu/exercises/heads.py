@@ -8,12 +8,23 @@ from functools import partial
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..attention import MultiHeadAttention, scaled_dot_product_attention
 from ..masks import causal_mask
 from .attention import attention_error_hint, attention_mistakes, attention_variant
-from .harness import Case, CheckResult, Failure, call, expect, match, randn, run_cases
+from .harness import (
+    Case,
+    CheckResult,
+    Failure,
+    call,
+    expect,
+    match,
+    randn,
+    references,
+    run_cases,
+)
 from .zoo import ARTICLE, COMMON, register
 
 SPLIT_WITHOUT_TRANSPOSE = (
@@ -24,6 +35,12 @@ SPLIT_WITHOUT_TRANSPOSE = (
 COMBINE_WITHOUT_TRANSPOSE = (
     "heads are combined with reshape/view straight to (B, T, D), without moving the "
     "head axis back: positions get mixed. transpose(1, 2) first, then reshape(B, T, D)"
+)
+
+
+# the package's heads and torch's multi-head attention; attention itself may be reused
+HEADS_REFERENCES = references(
+    MultiHeadAttention, nn.MultiheadAttention, F.multi_head_attention_forward
 )
 
 
@@ -43,7 +60,7 @@ def check_split_heads(fn: Callable, quiet: bool = False) -> CheckResult:
         Case(f"B={B}, T={T}, D={D}, H={H}", partial(_run_split, fn, B, T, D, H))
         for B, T, D, H in [(2, 3, 8, 2), (3, 5, 12, 3), (1, 1, 4, 4), (2, 4, 6, 1)]
     ]
-    return run_cases("check_split_heads", cases, quiet)
+    return run_cases("check_split_heads", cases, quiet, HEADS_REFERENCES)
 
 
 def _run_split(fn: Callable, B: int, T: int, D: int, H: int) -> None:
@@ -82,7 +99,7 @@ def check_combine_heads(fn: Callable, quiet: bool = False) -> CheckResult:
         Case(f"B={B}, H={H}, T={T}, Dh={Dh}", partial(_run_combine, fn, B, H, T, Dh))
         for B, H, T, Dh in [(2, 2, 3, 4), (1, 3, 5, 2), (2, 4, 1, 3)]
     ]
-    return run_cases("check_combine_heads", cases, quiet)
+    return run_cases("check_combine_heads", cases, quiet, HEADS_REFERENCES)
 
 
 def _run_combine(fn: Callable, B: int, H: int, T: int, Dh: int) -> None:
@@ -191,7 +208,7 @@ def check_multi_head_attention(cls: type, quiet: bool = False) -> CheckResult:
         ("T = 1", 1, 1, 4, 12, 3, "padding", 54),
     ]
     cases = [Case(label, partial(_run_mha, cls, *args)) for label, *args in table]
-    return run_cases("check_multi_head_attention", cases, quiet)
+    return run_cases("check_multi_head_attention", cases, quiet, HEADS_REFERENCES)
 
 
 def _run_mha(

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from functools import partial
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
+from torch.nn.modules import transformer as _torch_transformer
 
 from ..masks import causal_mask, padding_mask, target_mask
 from .harness import (
@@ -19,6 +20,7 @@ from .harness import (
     call,
     fmt,
     grid,
+    references,
     run_cases,
 )
 from .zoo import COMMON, register
@@ -33,6 +35,17 @@ CROSS_FROM_TARGET = (
 )
 
 
+# the package's masks, and torch's, that each exercise asks the learner to write
+CAUSAL_REFERENCES = references(
+    causal_mask,
+    target_mask,
+    nn.Transformer.generate_square_subsequent_mask,
+    _torch_transformer._generate_square_subsequent_mask,
+)
+PADDING_REFERENCES = references(padding_mask, target_mask)
+MASKS_REFERENCES = references(target_mask)  # padding_mask and causal_mask are given
+
+
 # --- the look-ahead mask ------------------------------------------------------------
 
 
@@ -40,7 +53,7 @@ def check_causal_mask(fn: Callable, quiet: bool = False) -> CheckResult:
     """Check ``fn(T)`` -> boolean (T, T) or (1, 1, T, T) look-ahead mask, True = may
     attend: row t (a query) may see columns 0 … t (keys), itself included."""
     cases = [Case(f"T={T}", partial(_run_causal, fn, T)) for T in (4, 1, 2, 7)]
-    return run_cases("check_causal_mask", cases, quiet)
+    return run_cases("check_causal_mask", cases, quiet, CAUSAL_REFERENCES)
 
 
 def _run_causal(fn: Callable, T: int) -> None:
@@ -112,7 +125,7 @@ def check_padding_mask(fn: Callable, quiet: bool = False) -> CheckResult:
             ([[9]], 0),
         ]
     ]
-    return run_cases("check_padding_mask", cases, quiet)
+    return run_cases("check_padding_mask", cases, quiet, PADDING_REFERENCES)
 
 
 def _run_padding(fn: Callable, tokens: list[list[int]], pad: int) -> None:
@@ -179,7 +192,7 @@ def check_transformer_masks(fn: Callable, quiet: bool = False) -> CheckResult:
         ),
         Case("no padding", partial(_run_three, fn, [[4, 5, 6]], [[1, 7]])),
     ]
-    return run_cases("check_transformer_masks", cases, quiet)
+    return run_cases("check_transformer_masks", cases, quiet, MASKS_REFERENCES)
 
 
 def _run_three(fn: Callable, src: list[list[int]], tgt: list[list[int]]) -> None:

@@ -19,6 +19,7 @@ from .harness import (
     expect,
     match,
     randn,
+    references,
     run_cases,
 )
 from .zoo import COMMON, register
@@ -28,6 +29,9 @@ WRONG_AXIS = (
     "normalised over the wrong axis: LayerNorm normalises each token over its own "
     "features (dim=-1)"
 )
+
+# F.layer_norm stays allowed (a learner may use torch's functional form)
+NORM_REFERENCES = references(LayerNorm, nn.LayerNorm)
 
 # the names a learner's module may give its gain and bias
 _PARAM_NAMES = (
@@ -103,7 +107,7 @@ def check_layer_norm(fn_or_class: Callable | type, quiet: bool = False) -> Check
     cases = [
         Case(label, partial(_run, fn_or_class, x, seed)) for label, x, seed in table
     ]
-    return run_cases("check_layer_norm", cases, quiet)
+    return run_cases("check_layer_norm", cases, quiet, NORM_REFERENCES)
 
 
 def _run(fn_or_class: Callable | type, x: Tensor, seed: int) -> None:

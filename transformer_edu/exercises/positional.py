@@ -8,9 +8,29 @@ from functools import partial
 import torch
 from torch import Tensor
 
-from ..embeddings import sinusoidal_table
-from .harness import Case, CheckResult, call, expect, match, randn, run_cases
+from ..embeddings import (
+    LearnedPositionalEncoding,
+    SinusoidalPositionalEncoding,
+    _PositionalEncoding,
+    sinusoidal_table,
+)
+from .harness import (
+    Case,
+    CheckResult,
+    call,
+    expect,
+    match,
+    randn,
+    references,
+    run_cases,
+)
 from .zoo import ARTICLE, COMMON, register
+
+TABLE_REFERENCES = references(sinusoidal_table, SinusoidalPositionalEncoding)
+# the shared forward of the package's positional encodings adds the table
+ADD_REFERENCES = references(
+    _PositionalEncoding, SinusoidalPositionalEncoding, LearnedPositionalEncoding
+)
 
 SAME_VECTOR = (
     "every position gets the same vector, so the model cannot tell positions apart: "
@@ -91,7 +111,7 @@ def check_positional_encoding(fn: Callable, quiet: bool = False) -> CheckResult:
         Case(f"max_len={L}, d_model={D}", partial(_run_table, fn, L, D))
         for L, D in [(10, 16), (50, 64), (7, 5), (1, 4)]
     ]
-    return run_cases("check_positional_encoding", cases, quiet)
+    return run_cases("check_positional_encoding", cases, quiet, TABLE_REFERENCES)
 
 
 def _run_table(fn: Callable, L: int, D: int) -> None:
@@ -138,7 +158,7 @@ def check_add_positional_encoding(fn: Callable, quiet: bool = False) -> CheckRes
             (1, 1, 4, 33),
         ]
     ]
-    return run_cases("check_add_positional_encoding", cases, quiet)
+    return run_cases("check_add_positional_encoding", cases, quiet, ADD_REFERENCES)
 
 
 def _run_add(fn: Callable, B: int, T: int, D: int, seed: int) -> None:

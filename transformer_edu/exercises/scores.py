@@ -9,12 +9,23 @@ import torch
 from torch import Tensor, nn
 
 from ..seq2seq import SCORE_FUNCTIONS
-from .harness import Case, CheckResult, call, expect, match, randn, run_cases
+from .harness import (
+    Case,
+    CheckResult,
+    call,
+    expect,
+    match,
+    randn,
+    references,
+    run_cases,
+)
 
 SCORES_TRANSPOSED = (
     "the scores come out as (B, S, T), transposed: rows are the T queries, columns "
     "the S keys (query @ keys.transpose(1, 2))"
 )
+
+SCORE_REFERENCES = references(*SCORE_FUNCTIONS.values())
 
 # the nn.Linear layers each kind of score takes, as attributes of the reference
 _LAYERS = {"dot": (), "general": ("W",), "additive": ("W1", "W2", "v")}
@@ -36,7 +47,7 @@ def check_score_function(
         _case(fn, kind, B=1, T=1, S=4, H=6, seed=11),
         _case(fn, kind, B=3, T=4, S=4, H=8, seed=12),
     ]
-    return run_cases(f"check_score_function[{kind}]", cases, quiet)
+    return run_cases(f"check_score_function[{kind}]", cases, quiet, SCORE_REFERENCES)
 
 
 def _case(fn: Callable, kind: str, B: int, T: int, S: int, H: int, seed: int) -> Case:

@@ -10,7 +10,19 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..training import noam_lr, smoothed_targets
-from .harness import Case, CheckResult, as_tensor, call, close, expect, run_cases
+from .harness import (
+    Case,
+    CheckResult,
+    as_tensor,
+    call,
+    close,
+    expect,
+    references,
+    run_cases,
+)
+
+SMOOTHING_REFERENCES = references(smoothed_targets)
+NOAM_REFERENCES = references(noam_lr)
 
 
 def check_label_smoothing(fn: Callable, quiet: bool = False) -> CheckResult:
@@ -23,7 +35,7 @@ def check_label_smoothing(fn: Callable, quiet: bool = False) -> CheckResult:
         )
         for target, V, eps in [([1, 3, 0], 5, 0.1), ([0, 1], 2, 0.3), ([7], 50, 0.0)]
     ]
-    return run_cases("check_label_smoothing", cases, quiet)
+    return run_cases("check_label_smoothing", cases, quiet, SMOOTHING_REFERENCES)
 
 
 def _run_smoothing(fn: Callable, target: list[int], V: int, eps: float) -> None:
@@ -65,7 +77,7 @@ def check_noam_lr(fn: Callable, quiet: bool = False) -> CheckResult:
         steps = [1, 2, warmup // 2, warmup, warmup + 1, 4 * warmup, 20 * warmup]
         label = f"d_model={D}, warmup={warmup}, steps {steps}"
         cases.append(Case(label, partial(_run_noam, fn, D, warmup, steps)))
-    return run_cases("check_noam_lr", cases, quiet)
+    return run_cases("check_noam_lr", cases, quiet, NOAM_REFERENCES)
 
 
 def _run_noam(fn: Callable, D: int, warmup: int, steps: list[int]) -> None:
