@@ -35,9 +35,11 @@ from .diagram import CHAPTER_PAGES, architecture_figure
 
 TEMPLATE = "transformer_edu"
 CJK_FONT = "IPAexGothic"
-# Latin first, then fonts with Japanese glyphs; IPAexGothic is the one the book ships.
+# IPAexGothic (the book ships it) first: its @font-face covers only Japanese, so it
+# draws the Japanese and leaves Latin to the next fonts; further back, Chromium drew
+# Japanese with a Latin font's empty boxes in bold text.
 FONT_FAMILY = (
-    '"Open Sans", verdana, arial, IPAexGothic, "Hiragino Sans", "Yu Gothic", '
+    'IPAexGothic, "Open Sans", verdana, arial, "Hiragino Sans", "Yu Gothic", '
     '"Noto Sans CJK JP", sans-serif'
 )
 

@@ -1,0 +1,107 @@
+"""Japanese is visible everywhere in the built book: asked of the browser itself.
+
+A check that the font file loaded passed while Japanese inside formulas was invisible
+and the sidebar showed empty boxes. So for every Japanese text node on every page
+(prose, sidebar, formulas, plotly's SVG labels, widgets) this asks Chromium, through
+the DevTools protocol, which fonts it drew the node's glyphs with, and fails when none
+of them has Japanese glyphs.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from sync_colab import toc_files  # book/ is on pythonpath
+
+pytestmark = pytest.mark.book
+
+ROOT = Path(__file__).resolve().parent.parent
+HTML_DIR = ROOT / "_build" / "html"
+PAGES = toc_files(ROOT)
+CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
+# fonts with Japanese glyphs: the one the book ships, and common system ones
+JAPANESE_FONTS = ("IPAexGothic", "Hiragino", "Yu Gothic", "Noto Sans CJK", "Noto Serif")
+
+SETTLE_JS = """async () => {
+  await document.fonts.ready;
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    await MathJax.startup.promise;
+  }
+  await new Promise(r => setTimeout(r, 300));
+  await document.fonts.ready;
+}"""
+
+
+def undrawn_japanese(tab) -> list[str]:
+    """Japanese text nodes drawn without a font that has Japanese glyphs."""
+    cdp = tab.context.new_cdp_session(tab)
+    cdp.send("DOM.enable")
+    cdp.send("CSS.enable")
+    root = cdp.send("DOM.getDocument", {"depth": -1, "pierce": True})["root"]
+    found: list[str] = []
+    todo = [(root, root["nodeId"])]
+    while todo:
+        node, parent = todo.pop()
+        text = node.get("nodeValue", "")
+        if node.get("nodeType") == 3 and CJK.search(text):
+            try:
+                fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": parent})
+            except Exception:  # not laid out (e.g. <title>, a closed menu)
+                fonts = {"fonts": []}
+            names = [f["familyName"] for f in fonts["fonts"]]
+            # no fonts: the node is not drawn (display: none), nothing to see
+            if names and not any(n.startswith(JAPANESE_FONTS) for n in names):
+                found.append(f"{text.strip()[:40]!r} drawn with {names}")
+        for child in node.get("children", []) + node.get("shadowRoots", []):
+            todo.append((child, node["nodeId"]))
+        if "contentDocument" in node:
+            todo.append((node["contentDocument"], node["nodeId"]))
+    cdp.detach()
+    return found
+
+
+def _open(browser, url: str):
+    tab = browser.new_page(viewport={"width": 1280, "height": 900})
+    tab.route(
+        "**/*",
+        lambda route: (
+            route.continue_()
+            if route.request.url.startswith(("file:", "data:", "blob:"))
+            else route.abort()
+        ),
+    )
+    tab.goto(url, wait_until="load")
+    tab.evaluate(SETTLE_JS)
+    return tab
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.replace("/", "_"))
+def test_japanese_text_is_drawn_with_a_japanese_font(book, browser, page):
+    html_file = HTML_DIR / f"{page}.html"
+    assert html_file.exists(), f"{html_file} was not built"
+    tab = _open(browser, html_file.as_uri())
+    try:
+        tab.wait_for_timeout(500)  # plotly draws after the font has loaded
+        found = undrawn_japanese(tab)
+    finally:
+        tab.close()
+    assert not found, f"{page}: {len(found)} Japanese text nodes: {found[:8]}"
+
+
+def test_font_check_can_fail(browser, tmp_path):
+    css = (HTML_DIR / "_static" / "custom.css").as_uri()
+    page = tmp_path / "tofu.html"
+    page.write_text(
+        f'<html><head><link rel="stylesheet" href="{css}"></head><body>'
+        '<p style="font-family: IPAexGothic">私は太郎です</p>'
+        "<p style=\"font-family: 'Liberation Serif'\">太郎</p></body></html>",
+        encoding="utf8",
+    )
+    tab = _open(browser, page.as_uri())
+    try:
+        found = undrawn_japanese(tab)
+    finally:
+        tab.close()
+    assert len(found) == 1 and "太郎" in found[0], found
