@@ -225,7 +225,7 @@ WIDGETS_JS = """() => {
     .filter(a => a.querySelector(".jupyter-widgets"));
   return areas.map(area => {
     const cell = area.closest(".cell") || area.parentElement;
-    const around = [cell, cell.previousElementSibling, cell.nextElementSibling]
+    const around = [cell, cell.previousElementSibling]
       .filter(Boolean).map(el => el.innerText).join(" ");
     return {
       inputs: area.querySelectorAll(WIDGET_INPUTS).length,
@@ -499,15 +499,14 @@ def test_page_renders_offline_in_chromium(book, browser, page):
 
 
 def test_book_serves_its_font_and_saves_widget_states(book):
-    """The CJK font is vendored, and chapters keep their widgets' saved state."""
+    """The CJK font is vendored, and every page that still shows ipywidgets keeps
+    their saved state (the html manager draws them from it)."""
     assert Path(HTML_DIR, "_static", "vendor", "fonts", "ipaexg.ttf").exists()
-    chapters = [HTML_DIR / f"{p}.html" for p in PAGES if p.startswith("chapters/")]
-    with_state = [
-        c.name
-        for c in chapters
-        if "application/vnd.jupyter.widget-state+json" in c.read_text(encoding="utf8")
-    ]
-    assert len(with_state) == len(chapters), f"widget state only in {with_state}"
+    views = "application/vnd.jupyter.widget-view+json"
+    state = "application/vnd.jupyter.widget-state+json"
+    pages = {p: (HTML_DIR / f"{p}.html").read_text(encoding="utf8") for p in PAGES}
+    missing = [p for p, html in pages.items() if views in html and state not in html]
+    assert not missing, f"widgets shown without their saved state: {missing}"
 
 
 def test_control_check_can_fail(browser, tmp_path):
@@ -556,6 +555,43 @@ def test_control_check_can_fail(browser, tmp_path):
         assert _exercise_controls(tab) == [
             "figure 1: slider 1 does not change the figure",
             "figure 2: slider 2 does not change the figure",
+        ]
+    finally:
+        tab.close()
+
+
+def test_widget_check_can_fail(browser, tmp_path):
+    """Widget inputs: one changes nothing and says nothing (the failure), two drive
+    their output, one needs a kernel and says so beside it."""
+
+    def cell(inputs: str, note: str = "", out: str = "") -> str:
+        return (
+            f'<div class="cell"><p>{note}</p><div class="widget-subarea">'
+            f'<div class="jupyter-widgets">{inputs}</div>'
+            f'<div class="widget-output">{out}</div></div></div>'
+        )
+
+    show = "this.closest('.widget-subarea').querySelector('.widget-output').innerText"
+    body = (
+        cell('<input type="checkbox">')
+        + cell(
+            f'<select onchange="{show} = this.value">'
+            "<option>a</option><option>b</option></select>",
+            out="a",
+        )
+        + cell(f'<input type="checkbox" onchange="{show} = this.checked">', out="false")
+        + cell('<input type="text" value="私">', "Typing needs a running kernel.")
+    )
+    page = tmp_path / "widgets.html"
+    page.write_text(
+        f'<html><meta charset="utf-8"><body>{body}</body></html>', encoding="utf8"
+    )
+    tab = browser.new_page(viewport={"width": 1000, "height": 800})
+    try:
+        tab.goto(page.as_uri(), wait_until="load")
+        assert _exercise_controls(tab) == [
+            "widget 1 input 1: changes nothing and the page does not say beside it "
+            "that it needs a running kernel"
         ]
     finally:
         tab.close()
