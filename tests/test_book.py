@@ -198,16 +198,53 @@ MEASURE_JS = r"""() => {
 }"""
 
 
-STATE_JS = """(i) => {
+CONTROLS_JS = """(i) => {
   const gd = document.querySelectorAll("div.plotly-graph-div.js-plotly-plot")[i];
   const fl = gd._fullLayout;
+  const shown = (items) => (items || []).filter(x => x.visible !== false);
   return {
-    slider: fl.sliders && fl.sliders.length ? fl.sliders[0].active : null,
-    steps: fl.sliders && fl.sliders.length ? fl.sliders[0].steps.length : 0,
-    menu: fl.updatemenus && fl.updatemenus.length ? fl.updatemenus[0].active : null,
-    buttons: fl.updatemenus && fl.updatemenus.length ? fl.updatemenus[0].buttons.length : 0,
-    data: JSON.stringify(gd._fullData.map(d => [d.visible, d.x, d.y, d.z])),
+    sliders: shown(fl.sliders).map(s => ({active: s.active, n: shown(s.steps).length})),
+    menus: shown(fl.updatemenus).map(m => ({
+      active: m.active, n: shown(m.buttons).length, type: m.type})),
   };
+}"""
+
+# What a reader sees of figure i: the traces shown and the layout, without the
+# controls' own state (a slider's position is not a change of the figure).
+PICTURE_JS = """(i) => {
+  const gd = document.querySelectorAll("div.plotly-graph-div.js-plotly-plot")[i];
+  const shown = gd._fullData.filter(t => t.visible === true).map(t => gd.data[t.index]);
+  const {sliders, updatemenus, template, ...layout} = gd.layout;
+  return JSON.stringify([shown, layout], (k, v) => (k.startsWith("_") ? undefined : v));
+}"""
+
+# ipywidgets / anywidget controls: every input in a rendered widget area, and the
+# output beside it (what interact() prints and draws, or an anywidget's own view).
+WIDGETS_JS = """() => {
+  const areas = [...document.querySelectorAll(".widget-subarea")]
+    .filter(a => a.querySelector(".jupyter-widgets"));
+  return areas.map(area => {
+    const cell = area.closest(".cell") || area.parentElement;
+    const around = [cell, cell.previousElementSibling]
+      .filter(Boolean).map(el => el.innerText).join(" ");
+    return {
+      inputs: area.querySelectorAll(WIDGET_INPUTS).length,
+      kernelOnly: /needs a running kernel/i.test(around),
+    };
+  });
+}"""
+WIDGET_INPUTS = (
+    "input:not([type=hidden]), select, textarea, .noUi-handle, "
+    "button.widget-toggle-button, button.jupyter-button"
+)
+WIDGET_OUTPUT_JS = """(a) => {
+  const area = [...document.querySelectorAll(".widget-subarea")]
+    .filter(x => x.querySelector(".jupyter-widgets"))[a];
+  const out = [...area.querySelectorAll(".widget-output, .jp-OutputArea")];
+  const parts = (out.length ? out : [area]).map(el => el.innerText
+    + [...el.querySelectorAll("img, canvas, svg")].map(
+      g => g.src || g.outerHTML.length).join());
+  return parts.join("|");
 }"""
 
 
@@ -217,44 +254,185 @@ def _click_center(tab, locator) -> None:
     tab.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
 
 
+def _settle(tab, i, kind, k, want) -> bool:
+    """Wait until control k of figure i reports ``want`` as its active entry."""
+    js = f"(i) => ({CONTROLS_JS})(i).{kind}[{k}].active === {want}"
+    try:
+        tab.wait_for_function(js, arg=i, timeout=3_000)
+    except Exception:
+        return False
+    tab.wait_for_timeout(50)  # the redraw after the control's event
+    return True
+
+
+def _move_slider(tab, fig, i, k, slider) -> list[str]:
+    """Drag slider k of figure i to its end (its start if it opens at the end) and
+    back to where it opened, clicking on the rail at the step's tick."""
+    n, home = slider["n"], slider["active"]
+    far = n - 1 if home != n - 1 else 0
+    group = fig.locator(".slider-group").nth(k)
+    rail = group.locator(".slider-rail-touch-rect")
+    rail.scroll_into_view_if_needed()
+    box = rail.bounding_box()
+    y = box["y"] + box["height"] / 2
+    ticks = group.locator(".slider-tick-rect")
+
+    def tick_x(step):
+        if ticks.count() != n:  # no tick per step: the rail's ends
+            return box["x"] + (box["width"] - 2 if step else 2)
+        t = ticks.nth(step).bounding_box()
+        return t["x"] + t["width"] / 2
+
+    start = tab.evaluate(PICTURE_JS, i)
+    tab.mouse.click(tick_x(far), y)
+    moved = _settle(tab, i, "sliders", k, far)
+    end = tab.evaluate(PICTURE_JS, i)
+    tab.mouse.click(tick_x(home), y)
+    back = _settle(tab, i, "sliders", k, home)
+    again = tab.evaluate(PICTURE_JS, i)
+    if not (moved and back):
+        return [f"figure {i}: slider {k + 1} did not move"]
+    if end == start:
+        return [f"figure {i}: slider {k + 1} does not change the figure"]
+    if again != start:
+        return [f"figure {i}: slider {k + 1} does not change the figure back"]
+    return []
+
+
+def _menu_entries(tab, fig, k, menu):
+    group = fig.locator(".updatemenu-container > g").nth(k)
+    if menu["type"] == "dropdown":
+        header = group.locator(".updatemenu-header")
+        _click_center(tab, header)  # open it
+        tab.wait_for_timeout(150)
+        return fig.locator(".updatemenu-dropdown-button")
+    return group.locator(".updatemenu-button")
+
+
+def _pick(tab, fig, i, k, menu, entry) -> bool:
+    entries = _menu_entries(tab, fig, k, menu)
+    if entries.count() != menu["n"]:
+        return False
+    _click_center(tab, entries.nth(entry))
+    return _settle(tab, i, "menus", k, entry)
+
+
+def _move_menu(tab, fig, i, k, menu) -> list[str]:
+    """Pick every entry of menu k of figure i (first and last only beyond 12), then
+    the first again: every pick must change the figure, the last one back."""
+    n, first = menu["n"], menu["active"]
+    order = [e for e in range(n) if e != first]
+    if len(order) > 12:
+        order = [order[0], order[-1]]
+    start = before = tab.evaluate(PICTURE_JS, i)
+    for entry in [*order, first]:
+        if not _pick(tab, fig, i, k, menu, entry):
+            return [f"figure {i}: menu {k + 1} entry {entry + 1} could not be picked"]
+        now = tab.evaluate(PICTURE_JS, i)
+        if now == before:
+            return [f"figure {i}: menu {k + 1} entry {entry + 1} changes nothing"]
+        before = now
+    if before != start:
+        return [f"figure {i}: menu {k + 1} does not change the figure back"]
+    return []
+
+
+def _change_widget_input(tab, control):
+    """Change one widget input; returns a function that changes it back."""
+    tag = control.evaluate("el => el.tagName.toLowerCase()")
+    kind = control.get_attribute("type") or ""
+    classes = control.get_attribute("class") or ""
+    control.scroll_into_view_if_needed()
+    if tag == "select":
+        old = control.input_value()
+        values = control.evaluate("el => [...el.options].map(o => o.value)")
+        control.select_option(next(v for v in values if v != old))
+        return lambda: control.select_option(old)
+    if kind == "checkbox" or tag == "button":
+        control.click()
+        return control.click
+    if "noUi-handle" in classes:
+        at_end = control.get_attribute("aria-valuenow") == control.get_attribute(
+            "aria-valuemax"
+        )
+        there, back = ("Home", "End") if at_end else ("End", "Home")
+        control.focus()
+        tab.keyboard.press(there)
+        return lambda: (control.focus(), tab.keyboard.press(back))
+    old = control.input_value()
+    control.fill(old + "1")
+    control.press("Enter")
+    return lambda: (control.fill(old), control.press("Enter"))
+
+
+def _exercise_widgets(tab) -> tuple[int, int, list[str]]:
+    """Change every ipywidgets/anywidget input; its output must change, unless the
+    page says beside the widget that it needs a running kernel."""
+    problems, moved = [], 0
+    areas = tab.evaluate(WIDGETS_JS.replace("WIDGET_INPUTS", repr(WIDGET_INPUTS)))
+    for a, area in enumerate(areas):
+        inputs = tab.locator(".widget-subarea").filter(
+            has=tab.locator(".jupyter-widgets")
+        )
+        for c in range(area["inputs"]):
+            control = inputs.nth(a).locator(WIDGET_INPUTS).nth(c)
+            before = tab.evaluate(WIDGET_OUTPUT_JS, a)
+            try:
+                revert = _change_widget_input(tab, control)
+                tab.wait_for_timeout(300)
+                after = tab.evaluate(WIDGET_OUTPUT_JS, a)
+                revert()
+                tab.wait_for_timeout(300)
+                again = tab.evaluate(WIDGET_OUTPUT_JS, a)
+            except Exception as err:  # reported like a control that did nothing
+                problems.append(f"widget {a + 1} input {c + 1}: {err}")
+                continue
+            moved += 1
+            if after != before and again == before:
+                continue
+            if after == before and area["kernelOnly"]:
+                continue  # the page says so beside it
+            problems.append(
+                f"widget {a + 1} input {c + 1}: "
+                + (
+                    "changes nothing and the page does not say beside it that it "
+                    "needs a running kernel"
+                    if after == before
+                    else "does not change its output back"
+                )
+            )
+    return sum(a["inputs"] for a in areas), moved, problems
+
+
 def _exercise_controls(tab) -> list[str]:
-    """Move each figure's first slider to its end and pick the last entry of its first
-    dropdown, with the mouse; the figure must change (no kernel involved)."""
+    """Move every control of every figure and widget with the mouse or keyboard:
+    each slider to its end and back, each menu entry, each widget input. The
+    figure or output it drives must change (no kernel involved), and every control
+    the page has must have been moved."""
     problems = []
+    found = moved = 0
     figs = tab.locator("div.plotly-graph-div.js-plotly-plot")
     for i in range(figs.count()):
         fig = figs.nth(i)
-        before = tab.evaluate(STATE_JS, i)
-        if before["steps"] > 1:
-            rail = fig.locator(".slider-rail-touch-rect").first
-            rail.scroll_into_view_if_needed()
-            box = rail.bounding_box()
-            tab.mouse.click(box["x"] + box["width"] - 2, box["y"] + box["height"] / 2)
-            tab.wait_for_timeout(400)
-            after = tab.evaluate(STATE_JS, i)
-            if (
-                after["slider"] != before["steps"] - 1
-                or after["data"] == before["data"]
-            ):
-                problems.append(f"figure {i}: its slider does not change the figure")
-            before = after
-        if before["buttons"] > 1:
-            header = fig.locator(".updatemenu-header")
-            if header.count():  # a dropdown: open it, then pick the last entry
-                _click_center(tab, header.first)
-                tab.wait_for_timeout(300)
-                entries = fig.locator(".updatemenu-dropdown-button")
-            else:
-                entries = fig.locator(".updatemenu-button")
-            if entries.count() == before["buttons"]:
-                _click_center(tab, entries.last)
-                tab.wait_for_timeout(400)
-            after = tab.evaluate(STATE_JS, i)
-            if (
-                after["menu"] != before["buttons"] - 1
-                or after["data"] == before["data"]
-            ):
-                problems.append(f"figure {i}: its dropdown does not change the figure")
+        controls = tab.evaluate(CONTROLS_JS, i)
+        found += len(controls["sliders"]) + len(controls["menus"])
+        for k, slider in enumerate(controls["sliders"]):
+            if slider["n"] < 2:
+                problems.append(f"figure {i}: slider {k + 1} has one step")
+                continue
+            problems += _move_slider(tab, fig, i, k, slider)
+            moved += 1
+        for k, menu in enumerate(controls["menus"]):
+            if menu["n"] < 2:
+                problems.append(f"figure {i}: menu {k + 1} has one entry")
+                continue
+            problems += _move_menu(tab, fig, i, k, menu)
+            moved += 1
+    w_found, w_moved, w_problems = _exercise_widgets(tab)
+    found, moved = found + w_found, moved + w_moved
+    problems += w_problems
+    if moved != found:
+        problems.append(f"{found} controls on the page, {moved} moved")
     return problems
 
 
@@ -321,20 +499,20 @@ def test_page_renders_offline_in_chromium(book, browser, page):
 
 
 def test_book_serves_its_font_and_saves_widget_states(book):
-    """The CJK font is vendored, and chapters keep their widgets' saved state."""
+    """The CJK font is vendored, and every page that still shows ipywidgets keeps
+    their saved state (the html manager draws them from it)."""
     assert Path(HTML_DIR, "_static", "vendor", "fonts", "ipaexg.ttf").exists()
-    chapters = [HTML_DIR / f"{p}.html" for p in PAGES if p.startswith("chapters/")]
-    with_state = [
-        c.name
-        for c in chapters
-        if "application/vnd.jupyter.widget-state+json" in c.read_text(encoding="utf8")
-    ]
-    assert len(with_state) == len(chapters), f"widget state only in {with_state}"
+    views = "application/vnd.jupyter.widget-view+json"
+    state = "application/vnd.jupyter.widget-state+json"
+    pages = {p: (HTML_DIR / f"{p}.html").read_text(encoding="utf8") for p in PAGES}
+    missing = [p for p, html in pages.items() if views in html and state not in html]
+    assert not missing, f"widgets shown without their saved state: {missing}"
 
 
 def test_control_check_can_fail(browser, tmp_path):
     import numpy as np
     import plotly
+    import plotly.graph_objects as go
     from plotly_renderer import BookRenderer
 
     from transformer_edu import viz
@@ -342,11 +520,28 @@ def test_control_check_can_fail(browser, tmp_path):
     plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
     same = [np.eye(3)] * 3  # a slider whose frames are all alike changes nothing
     moving = [np.eye(3) * k for k in (1, 2, 3)]
+
+    def second_ignored(a, b):  # two sliders; the second one changes nothing
+        return [go.Bar(x=[0, 1, 2], y=[a, 2 * a, 1])]
+
+    figs = [
+        viz.heatmap_slider(moving, slider_labels=list("abc")),
+        viz.heatmap_slider(same, slider_labels=list("abc")),
+        viz.explorer(
+            go.Figure(),
+            second_ignored,
+            viz.Control("a = ", [1, 2, 3]),
+            viz.Control("b = ", [1, 2]),
+        ),
+        viz.explorer(  # a dropdown and buttons that both work
+            go.Figure(),
+            lambda a, b: [go.Bar(x=[0, 1], y=[a, b])],
+            viz.Control("a", [1, 2, 3], kind="dropdown"),
+            viz.Control("b", [4, 5], kind="buttons"),
+        ),
+    ]
     render = BookRenderer().to_mimebundle
-    body = "".join(
-        render(viz.heatmap_slider(z, slider_labels=list("abc")).to_dict())["text/html"]
-        for z in (moving, same)
-    )
+    body = "".join(render(fig.to_dict())["text/html"] for fig in figs)
     page = tmp_path / "figs.html"
     page.write_text(
         f'<html><head><script src="{plotly_js.as_uri()}"></script></head>'
@@ -358,7 +553,45 @@ def test_control_check_can_fail(browser, tmp_path):
         tab.goto(page.as_uri(), wait_until="load")
         tab.wait_for_function(RENDERED_JS, timeout=20_000)
         assert _exercise_controls(tab) == [
-            "figure 1: its slider does not change the figure"
+            "figure 1: slider 1 does not change the figure",
+            "figure 2: slider 2 does not change the figure",
+        ]
+    finally:
+        tab.close()
+
+
+def test_widget_check_can_fail(browser, tmp_path):
+    """Widget inputs: one changes nothing and says nothing (the failure), two drive
+    their output, one needs a kernel and says so beside it."""
+
+    def cell(inputs: str, note: str = "", out: str = "") -> str:
+        return (
+            f'<div class="cell"><p>{note}</p><div class="widget-subarea">'
+            f'<div class="jupyter-widgets">{inputs}</div>'
+            f'<div class="widget-output">{out}</div></div></div>'
+        )
+
+    show = "this.closest('.widget-subarea').querySelector('.widget-output').innerText"
+    body = (
+        cell('<input type="checkbox">')
+        + cell(
+            f'<select onchange="{show} = this.value">'
+            "<option>a</option><option>b</option></select>",
+            out="a",
+        )
+        + cell(f'<input type="checkbox" onchange="{show} = this.checked">', out="false")
+        + cell('<input type="text" value="私">', "Typing needs a running kernel.")
+    )
+    page = tmp_path / "widgets.html"
+    page.write_text(
+        f'<html><meta charset="utf-8"><body>{body}</body></html>', encoding="utf8"
+    )
+    tab = browser.new_page(viewport={"width": 1000, "height": 800})
+    try:
+        tab.goto(page.as_uri(), wait_until="load")
+        assert _exercise_controls(tab) == [
+            "widget 1 input 1: changes nothing and the page does not say beside it "
+            "that it needs a running kernel"
         ]
     finally:
         tab.close()

@@ -248,3 +248,60 @@ def test_architecture_figure_draws_japanese_in_the_book_font():
     assert "IPAexGothic" in fig.layout.template.layout.font.family
     texts = " ".join(a.text or "" for a in fig.layout.annotations)
     assert all(tok in texts for tok in ("私", "太郎", "です", "⟨bos⟩", "Taro"))
+
+
+def _two_controls():
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    base = make_subplots(rows=1, cols=2)
+
+    def make(a, b):
+        return [
+            (go.Bar(x=[0, 1], y=[a, b]), 1, 1),
+            (go.Scatter(x=[0], y=[0], mode="text", text=[f"{a}/{b}"]), 1, 2),
+        ]
+
+    first = viz.Control("a = ", [1, 2, 3], start=1)
+    second = viz.Control("b", [10, 20], ["ten", "twenty"], kind="dropdown")
+    return viz.explorer(
+        base,
+        make,
+        first,
+        second,
+        frame_layout=lambda a: {"title": {"text": f"a is {a}"}},
+    )
+
+
+def test_explorer_frames_hold_every_state_and_the_menu_picks_visible_groups():
+    fig = _two_controls()
+    assert [f.name for f in fig.frames] == ["1", "2", "3"]
+    # each frame holds both groups of the second control, and never sets `visible`
+    assert all(len(f.data) == 4 for f in fig.frames)
+    assert all(t.visible is None for f in fig.frames for t in f.data)
+    assert [t.visible for t in fig.data] == [True, True, False, False]
+    assert fig.data[1].xaxis == "x2"  # (trace, row, col) lands on its subplot
+    # it opens at the start states: a = 2 (the slider's start), b = 10
+    assert list(fig.data[0].y) == [2, 10] and fig.layout.title.text == "a is 2"
+    assert fig.layout.sliders[0].active == 1
+    menu = fig.layout.updatemenus[0]
+    assert [b.label for b in menu.buttons] == ["ten", "twenty"]
+    assert [b.method for b in menu.buttons] == ["restyle", "restyle"]
+    assert menu.buttons[1].args[0]["visible"] == [False, False, True, True]
+    state = viz.state_traces(fig, "3", 1)
+    assert list(state[0].y) == [3, 20] and state[1].text == ("3/20",)
+    assert fig.frames[2].layout.title.text == "a is 3"
+
+
+def test_explorer_rejects_states_that_draw_different_traces():
+    import plotly.graph_objects as go
+
+    def make(a, b):
+        return [go.Bar(y=[a])] if b else [go.Scatter(y=[a])]
+
+    with pytest.raises(ValueError, match="gives traces"):
+        viz.explorer(
+            go.Figure(), make, viz.Control("a", [1, 2]), viz.Control("b", [0, 1])
+        )
+    with pytest.raises(ValueError, match="labels must be unique"):
+        viz.Control("a", [1, 2], ["x", "x"])

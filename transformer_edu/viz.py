@@ -10,12 +10,14 @@ this module changes nothing.
   renderer it picks for the front end (JupyterLab, Notebook 7, VS Code, Colab); the
   book build sets its own (``book/plotly_renderer.py``), outside this package.
 - Sliders and dropdowns are plotly frames and ``updatemenus``: they run in the
-  browser, so they work in the static HTML without a kernel.
+  browser, so they work in the static HTML without a kernel. Two controls whose
+  choices combine: ``explorer`` (``controls.py``) precomputes every state.
 - Japanese text: the plotly template ``"transformer_edu"`` puts IPAexGothic in the
   font stack (the book ships that font with an ``@font-face``); matplotlib uses
   IPAexGothic from the ``matplotlib-fontja`` package.
 - Live recomputation: matplotlib inside ``ipywidgets.interact`` (``mpl_heatmap``
-  helps). The book shows the widget with its first picture; moving it needs a kernel.
+  helps) moves only with a kernel, so the book shows its first picture: say so beside
+  it, and prefer precomputed states where the choices are finite.
 - Not in the book: a plotly figure inside a widget's output or ``go.FigureWidget``
   (the static page cannot draw them), ``plotly.express`` (needs pandas, which is not
   installed), or setting ``plotly.io.renderers.default`` in a chapter.
@@ -31,6 +33,7 @@ import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from .controls import Control, explorer, state_traces
 from .diagram import CHAPTER_PAGES, architecture_figure
 
 TEMPLATE = "transformer_edu"
@@ -45,16 +48,19 @@ FONT_FAMILY = (
 
 __all__ = [
     "CHAPTER_PAGES",
+    "Control",
     "FONT_FAMILY",
     "TEMPLATE",
     "architecture_figure",
     "attention_heatmaps",
+    "explorer",
     "heatmap",
     "heatmap_slider",
     "lines_slider",
     "mpl_heatmap",
     "setup",
     "show",
+    "state_traces",
     "to_numpy",
 ]
 
