@@ -22,7 +22,12 @@ PLOTLY_CALL = re.compile(
     r"\bviz\.(heatmap|heatmap_slider|lines_slider|attention_heatmaps)\s*\("
     r"|\bgo\.Figure\s*\(|\bpx\.\w+\s*\(|\bmake_subplots\s*\("
 )
-INTERACT = re.compile(r"\binteract(ive|_manual)?\b")
+# a control the reader moves: a plotly slider / dropdown / buttons (works with no
+# kernel), or an ipywidget (which then says beside it that it needs a kernel)
+CONTROL = re.compile(
+    r"\bviz\.(explorer|heatmap_slider|lines_slider|attention_heatmaps)\s*\("
+    r"|\b(sliders|updatemenus)\s*=|\binteract(ive|_manual)?\b|\bwidgets\.\w+\("
+)
 HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*)$", re.MULTILINE)
 
 
@@ -68,8 +73,8 @@ def missing_parts(nb: nbformat.NotebookNode) -> list[str]:
     ]
     if not PLOTLY_CALL.search(code):
         lacks.append("a plotly figure (viz.heatmap..., go.Figure, px.*)")
-    if not INTERACT.search(code):
-        lacks.append("an ipywidgets interact")
+    if not CONTROL.search(code):
+        lacks.append("a control (a plotly slider, dropdown or buttons, or a widget)")
     return lacks
 
 
@@ -129,7 +134,7 @@ def test_structural_checks_can_fail():
         'a heading with "learning goals"',
         'a heading with "exercises"',
         "a plotly figure (viz.heatmap..., go.Figure, px.*)",
-        "an ipywidgets interact",
+        "a control (a plotly slider, dropdown or buttons, or a widget)",
     ]
     assert committed_outputs(bare) == ["cell 1"]
 
