@@ -32,6 +32,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from .diagram import CHAPTER_PAGES, architecture_figure
+from .explore import Control, explorer  # noqa: F401  (multi-control figures)
 
 TEMPLATE = "transformer_edu"
 CJK_FONT = "IPAexGothic"
