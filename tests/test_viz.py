@@ -305,3 +305,84 @@ def test_explorer_rejects_states_that_draw_different_traces():
         )
     with pytest.raises(ValueError, match="labels must be unique"):
         viz.Control("a", [1, 2], ["x", "x"])
+
+
+# --- explorer: several controls, one frame per combination -----------------------
+
+
+def _explorer_figure():
+    import plotly.graph_objects as go
+
+    fig = go.Figure([go.Scatter(x=[0, 1]), go.Scatter(x=[0, 1]), go.Scatter(x=[0, 1])])
+
+    def draw(a, b):
+        return {
+            "data": [go.Scatter(y=[a, b]), go.Scatter(y=[-a, -b])],
+            "traces": [0, 1],
+            "layout": {"title": {"text": f"a={a} b={b}"}},
+        }
+
+    return viz.control_grid(
+        fig,
+        [
+            viz.GridControl("a", ["0", "1", "2"], default=1),
+            viz.GridControl("b", ["x", "y"]),
+        ],
+        draw,
+        views=[
+            viz.GridControl("first", ["on", "off"], kind="buttons"),
+            viz.GridControl("second", ["p", "q"], kind="dropdown"),
+        ],
+        visible=lambda i, j: [i == 0, True, j == 1],
+    )
+
+
+def test_explorer_has_a_frame_per_combination_and_opens_at_the_defaults():
+    fig = _explorer_figure()
+    assert [f.name for f in fig.frames] == ["0-0", "0-1", "1-0", "1-1", "2-0", "2-1"]
+    assert list(fig.data[0].y) == [1, 0] and fig.layout.title.text == "a=1 b=0"
+    assert [s.active for s in fig.layout.sliders] == [1, 0]
+    assert [t.visible for t in fig.data] == [True, True, False]
+
+
+def test_explorer_frames_point_each_control_at_its_neighbours():
+    fig = _explorer_figure()
+    frame = next(f for f in fig.frames if f.name == "2-1")
+    a, b = frame.layout.sliders  # the slider for a keeps b = 1, and b keeps a = 2
+    assert [s.args[0][0] for s in a.steps] == ["0-1", "1-1", "2-1"]
+    assert [s.args[0][0] for s in b.steps] == ["2-0", "2-1"]
+    assert (a.active, b.active) == (2, 1)
+    assert all(s.method == "animate" for s in a.steps + b.steps)
+
+
+def test_explorer_views_keep_each_others_buttons_up_to_date():
+    fig = _explorer_figure()
+    first, second = fig.layout.updatemenus
+    assert first.type == "buttons" and second.type == "dropdown"
+    off = first.buttons[1].args  # "off" shows (1, j) for the j the dropdown shows
+    assert list(off[0]["visible"]) == [False, True, False]
+    assert list(off[1]["updatemenus[1].buttons[1].args[0].visible"]) == [
+        False,
+        True,
+        True,
+    ]
+    q = second.buttons[1].args
+    assert list(q[1]["updatemenus[0].buttons[0].args[0].visible"]) == [True, True, True]
+
+
+def test_explorer_rejects_bad_controls():
+    import plotly.graph_objects as go
+
+    with pytest.raises(ValueError, match="default=3"):
+        viz.GridControl("a", ["x", "y"], default=3)
+    with pytest.raises(ValueError, match="kind='knob'"):
+        viz.GridControl("a", ["x"], kind="knob")
+    with pytest.raises(ValueError, match="at least one control"):
+        viz.control_grid(go.Figure(), [], lambda: {})
+    with pytest.raises(ValueError, match="visible"):
+        viz.control_grid(
+            go.Figure(go.Scatter()),
+            [viz.GridControl("a", ["x"])],
+            lambda i: {"data": []},
+            views=[viz.GridControl("v", ["p"], kind="buttons")],
+        )

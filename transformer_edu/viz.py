@@ -33,6 +33,7 @@ import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from .control_grid import GridControl, control_grid
 from .controls import Control, explorer, state_traces
 from .diagram import CHAPTER_PAGES, architecture_figure
 
@@ -53,6 +54,8 @@ __all__ = [
     "TEMPLATE",
     "architecture_figure",
     "attention_heatmaps",
+    "GridControl",
+    "control_grid",
     "explorer",
     "heatmap",
     "heatmap_slider",
