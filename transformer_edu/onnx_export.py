@@ -10,6 +10,7 @@ them equals ``greedy_decode`` (``greedy_onnx`` here is that loop, for the tests)
 from __future__ import annotations
 
 import json
+import logging
 import warnings
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from .data import Vocab
+from .decoding import _recording
 from .model import Transformer
 
 ENCODER_FILE = "encoder.onnx"
@@ -102,7 +104,7 @@ def export_onnx(
         )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    was_training = model.training
+    was_training, was_recording = model.training, _recording(model)
     model.eval()
     # 1) the reference attention path, which keeps the weights the page draws
     model.record_attention(True)
@@ -113,6 +115,10 @@ def export_onnx(
     # 2) example inputs longer than 1: export specialises sizes of 0 and 1
     src = torch.tensor([[4, 5, 6, 7]], device=device)  # (1, S)
     tgt = torch.tensor([[Vocab.BOS, 4, 5]], device=device)  # (1, t)
+    # torch.onnx logs a line per torchvision operator it cannot register; none is used
+    onnx_log = logging.getLogger("torch.onnx")
+    log_level = onnx_log.level
+    onnx_log.setLevel(logging.ERROR)
     try:
         with torch.no_grad(), warnings.catch_warnings():
             # the recorded weights are plain attributes, not buffers; export says so
@@ -141,7 +147,8 @@ def export_onnx(
                 )
                 program.save(str(paths[name]))
     finally:
-        model.record_attention(False)
+        onnx_log.setLevel(log_level)
+        model.record_attention(was_recording)
         model.train(was_training)
     # 3) the data the page needs besides the weights, compact
     paths["meta"] = out / META_FILE
