@@ -219,7 +219,7 @@ function showSteps(result) {
 function showAttention(result) {
   const L = result.steps[0].attn.length;
   const H = result.steps[0].attn[0].length;
-  const grid = h("div", { class: "tedu-maps", style: `grid-template-columns:repeat(${H}, auto)` });
+  const grid = h("div", { class: "tedu-maps" });
   for (let l = 0; l < L; l++) {
     for (let hd = 0; hd < H; hd++) {
       const head = h("tr", {}, h("th", {}), ...result.tokens.map((t) => h("th", {}, t)));
