@@ -146,6 +146,7 @@ def export_onnx(
                     ENCODER_FILE if name == "encoder" else DECODER_FILE
                 )
                 program.save(str(paths[name]))
+                _drop_debug_metadata(paths[name])
     finally:
         onnx_log.setLevel(log_level)
         model.record_attention(was_recording)
@@ -157,6 +158,19 @@ def export_onnx(
         json.dumps(meta, ensure_ascii=False, separators=(",", ":")), encoding="utf8"
     )
     return paths
+
+
+def _drop_debug_metadata(path: Path) -> None:
+    """Remove what the exporter notes per node for debugging (the torch op, a stack
+    trace with this machine's paths): a tenth of the file, and nothing runs on it."""
+    import onnx
+
+    model = onnx.load(str(path))
+    for node in model.graph.node:
+        del node.metadata_props[:]
+    for info in [*model.graph.value_info, *model.graph.input, *model.graph.output]:
+        del info.metadata_props[:]
+    onnx.save(model, str(path))
 
 
 def greedy_onnx(
