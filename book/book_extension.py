@@ -10,7 +10,11 @@
    - ``html-manager/``         ``@jupyter-widgets/html-manager`` ``dist/`` (embed-amd.js
      and its Font Awesome files), npm;
    - ``fonts/ipaexg.ttf``      IPAexGothic from matplotlib-fontja, used by
-     ``_static/custom.css`` so Japanese renders on machines with no CJK font.
+     ``_static/custom.css`` so Japanese renders on machines with no CJK font;
+   - ``anywidget/index.js``    anywidget's front end, npm (an AMD module: the widget
+     manager loads the module ``anywidget`` through RequireJS, configured below);
+   - ``onnxruntime-web/``      its WASM build (the ES module, renamed ``.js`` so any
+     server sends a JavaScript type, and the ``.wasm``), for the translator of ch. 10.
 
    The npm packages are pinned by ``book_assets/package.json`` and
    ``package-lock.json`` and installed with ``npm ci --prefix book_assets`` (``make
@@ -21,7 +25,10 @@
    ``_build/ipython``, via ``IPYTHONDIR``) whose startup file makes
    ``book/plotly_renderer.py`` plotly's renderer: HTML drawn with the plotly.js above.
    Nothing in ``transformer_edu`` knows about the book.
-3. Cache key. jupyter-cache re-runs a notebook only when its code cells change. This
+3. The translator's model. ``python -m transformer_edu export-onnx`` runs at the start
+   of the build into ``_static/translator/`` (skipped when the checkpoint and the
+   exporter are unchanged); only the page with the translator widget fetches it.
+4. Cache key. jupyter-cache re-runs a notebook only when its code cells change. This
    empties the cache when ``transformer_edu/``, ``requirements.txt`` or the plotly
    renderer change, so a
    chapter never shows results from an older package.
@@ -47,6 +54,9 @@ MATHJAX_JS = f"{VENDOR}/mathjax/tex-chtml.js"
 REQUIRE_JS = f"{VENDOR}/requirejs/require.js"
 EMBED_AMD_JS = f"{VENDOR}/html-manager/embed-amd.js"
 CJK_FONT = f"{VENDOR}/fonts/ipaexg.ttf"
+ANYWIDGET_JS = f"{VENDOR}/anywidget/index.js"
+ORT_DIR = f"{VENDOR}/onnxruntime-web"
+TRANSLATOR_DIR = "translator"  # under _static: the exported ONNX graphs and JSON
 # Before require.js (500): plotly.js bundles built as UMD (2.x) register themselves
 # as an anonymous AMD module, not window.Plotly, when require.js is already there.
 # plotly.js 4 always sets window.Plotly; loading it first is right for both.
@@ -77,12 +87,18 @@ def sources() -> dict[str, Path]:
 
     plotly_dir = Path(plotly.__file__).parent
     widgets_dist = NODE_MODULES / "@jupyter-widgets" / "html-manager" / "dist"
+    ort_dist = NODE_MODULES / "onnxruntime-web" / "dist"
     return {
         PLOTLY_JS: plotly_dir / "package_data" / "plotly.min.js",
         f"{VENDOR}/mathjax": NODE_MODULES / "mathjax" / "es5",
         REQUIRE_JS: NODE_MODULES / "requirejs" / "require.js",
         f"{VENDOR}/html-manager": widgets_dist,
         CJK_FONT: Path(matplotlib_fontja.get_font_ttf_path()),
+        ANYWIDGET_JS: NODE_MODULES / "anywidget" / "dist" / "index.js",
+        # the ES module with its WASM glue bundled in; nothing else of the 140 MB
+        f"{ORT_DIR}/ort.wasm.bundle.min.js": ort_dist / "ort.wasm.bundle.min.mjs",
+        f"{ORT_DIR}/ort-wasm-simd-threaded.wasm": ort_dist
+        / "ort-wasm-simd-threaded.wasm",
     }
 
 
@@ -140,9 +156,36 @@ def _reset_stale_cache(app, config) -> None:
     key_file.write_text(digest + "\n")
 
 
+def export_translator(static_dir: Path) -> Path:
+    """Export the trained toy model for the page's translator; returns its folder.
+
+    Skipped when a stamp says the same checkpoint and exporter made the files there.
+    """
+    import torch
+
+    from transformer_edu import onnx_export
+    from transformer_edu.checkpoint import default_checkpoint_path, toy_model
+
+    out = static_dir / TRANSLATOR_DIR
+    model, sv, tv = toy_model(progress=False)  # trains it first if missing
+    digest = hashlib.sha256(torch.__version__.encode())
+    for path in (default_checkpoint_path(), Path(onnx_export.__file__)):
+        digest.update(path.read_bytes())
+    stamp = out / ".stamp"
+    names = (onnx_export.ENCODER_FILE, onnx_export.DECODER_FILE, onnx_export.META_FILE)
+    fresh = stamp.exists() and stamp.read_text() == digest.hexdigest()
+    if fresh and all((out / n).exists() for n in names):
+        return out
+    onnx_export.export_onnx(model.cpu(), sv, tv, out)
+    stamp.write_text(digest.hexdigest())
+    return out
+
+
 def _builder_inited(app) -> None:
     if app.builder.format == "html":
-        copy_assets(Path(app.outdir) / "_static")
+        static = Path(app.outdir) / "_static"
+        copy_assets(static)
+        export_translator(static)
 
 
 # Plotly draws as soon as the page parses, maybe before the browser has fetched the
@@ -212,7 +255,14 @@ def _html_page_context(app, pagename, templatename, context, doctree) -> None:
         # finds its Font Awesome files next to its module's address, which otherwise
         # is a folder under the page's, where they are not.
         assets = context["pathto"](f"_static/{VENDOR}/html-manager", 1)
-        config = {"paths": {"@jupyter-widgets/html-manager/dist": assets}}
+        # anywidget's front end from _static, not from a CDN (the manager's fallback)
+        anywidget = context["pathto"](f"_static/{ANYWIDGET_JS}", 1).removesuffix(".js")
+        config = {
+            "paths": {
+                "@jupyter-widgets/html-manager/dist": assets,
+                "anywidget": anywidget,
+            }
+        }
         app.add_js_file(None, body=f"var require = {json.dumps(config)};", priority=400)
         app.add_js_file(None, body=MATHJAX2_SHIM, priority=400)
     _drop_thebe_and_duplicates(context)

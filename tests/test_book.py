@@ -167,7 +167,8 @@ RENDERED_JS = """() => {
   const widgets = views.filter(s => {
     const area = s.previousElementSibling;
     return area && area.classList.contains("widget-subarea")
-      && area.querySelector(".jupyter-widgets");
+      && area.querySelector(".lm-Widget")
+      && !area.querySelector(".jupyter-widgets-error-widget");
   }).length;
   return figs === plots && views.length === widgets;
 }"""
@@ -189,7 +190,8 @@ MEASURE_JS = r"""() => {
   const views = document.querySelectorAll(
     'script[type="application/vnd.jupyter.widget-view+json"]').length;
   const widgets = [...document.querySelectorAll(".widget-subarea")]
-    .filter(a => a.querySelector(".jupyter-widgets")).length;
+    .filter(a => a.querySelector(".lm-Widget")
+      && !a.querySelector(".jupyter-widgets-error-widget")).length;
   const cjk = /[\u3040-\u30ff\u4e00-\u9fff]/.test(document.body.innerText);
   const cjkFont = [...document.fonts].some(
     f => f.family.replace(/"/g, "") === "IPAexGothic" && f.status === "loaded");
@@ -595,3 +597,149 @@ def test_widget_check_can_fail(browser, tmp_path):
         ]
     finally:
         tab.close()
+
+
+# --- the translator in the browser (chapter 10) -----------------------------------
+
+TRANSLATOR_PAGE = "chapters/10_decoding_and_attention"
+N_SENTENCES = 20  # held-out sentences translated in the browser
+TRANSLATOR_SETTLED = """() => {
+  const r = document.querySelector(".tedu-translator");
+  return r && ["done", "error", "unavailable"].includes(r.dataset.state);
+}"""
+TRANSLATE_JS = """async (text) => {
+  const r = document.querySelector(".tedu-translator");
+  const result = await r.translateText(text);
+  const shown = r.querySelector(".tedu-out").innerText;
+  return {result, shown, state: r.dataset.state};
+}"""
+
+
+@pytest.fixture(scope="module")
+def served_book(book):
+    """``_build/html`` over HTTP on 127.0.0.1: the translator fetches its model."""
+    from static_server import serve  # book/ is on pythonpath
+
+    with serve(HTML_DIR) as base:
+        yield base
+
+
+def _served_tab(browser, base: str):
+    """A tab that reaches only ``base``; console errors, blocked and failed requests."""
+    tab = browser.new_page(viewport={"width": 1280, "height": 900})
+    log = {"errors": [], "blocked": [], "failed": []}
+    tab.on("console", lambda m: m.type == "error" and log["errors"].append(m.text))
+    tab.on("pageerror", lambda e: log["errors"].append(f"uncaught: {e}"))
+    tab.on("requestfailed", lambda r: log["failed"].append(f"{r.url} ({r.failure})"))
+
+    def only_local(route):
+        if route.request.url.startswith((base, "data:", "blob:")):
+            route.continue_()
+        else:
+            log["blocked"].append(route.request.url)
+            route.abort()
+
+    tab.route("**/*", only_local)
+    return tab, log
+
+
+def _held_out_sample(n: int = N_SENTENCES):
+    from transformer_edu.data import load_corpus
+
+    pairs = load_corpus("test")
+    return [pairs[i * len(pairs) // n] for i in range(n)]  # spread over the split
+
+
+def test_translator_in_the_browser_equals_pytorch(book, browser, served_book):
+    from transformer_edu.checkpoint import toy_model
+    from transformer_edu.translator_widget import trace_view
+
+    model, sv, tv = toy_model(progress=False)
+    tab, log = _served_tab(browser, served_book)
+    problems = []
+    try:
+        tab.goto(f"{served_book}{TRANSLATOR_PAGE}.html", wait_until="load")
+        tab.wait_for_function(TRANSLATOR_SETTLED, timeout=120_000)
+        state = tab.evaluate("document.querySelector('.tedu-translator').dataset.state")
+        assert state == "done", tab.inner_text(".tedu-translator")
+        tab.evaluate(SETTLE_JS)
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        tab.locator(".tedu-translator").screenshot(
+            path=str(SCREENSHOTS / "translator_served.png")
+        )
+        worst_p = worst_attn = 0.0
+        for pair in _held_out_sample():
+            got = tab.evaluate(TRANSLATE_JS, pair.ja)["result"]
+            want = trace_view(model, pair.ja, sv, tv)  # PyTorch's greedy decoding
+            if "error" in got or got["tokens"] != want["tokens"]:
+                problems.append(f"{pair.ja}: {got.get('error') or got['tokens']}")
+                continue
+            chosen = [s["chosen_id"] for s in got["steps"]]
+            if chosen != [s["chosen_id"] for s in want["steps"]]:
+                problems.append(
+                    f"{pair.ja}: browser {got['text']!r} != {want['text']!r}"
+                )
+                continue
+            for g, w in zip(got["steps"], want["steps"], strict=True):
+                # positions, not ids: two tail candidates within 1e-4 may swap places
+                ps = [abs(a[1] - b[1]) for a, b in zip(g["top"], w["top"], strict=True)]
+                worst_p = max(worst_p, *ps)
+                attn = [abs(a - b) for la, lb in zip(g["attn"], w["attn"], strict=True)
+                        for ha, hb in zip(la, lb, strict=True)
+                        for a, b in zip(ha, hb, strict=True)]  # fmt: skip
+                worst_attn = max(worst_attn, *attn)
+        if worst_p >= 1e-4 or worst_attn >= 1e-4:
+            problems.append(
+                f"probabilities differ by {worst_p:.2g}, attention {worst_attn:.2g}"
+            )
+        for text, message in [
+            ("", "the sentence is empty"),
+            ("ピカチュウ", "every word is unknown to the model: ピカチュウ"),
+            ("私は" * 40, "more than the model's max_len=64"),
+        ]:
+            out = tab.evaluate(TRANSLATE_JS, text)
+            if out["state"] != "error" or message not in out["shown"]:
+                problems.append(
+                    f"{text[:8]!r}: shows {out['shown'][:80]!r}, not {message!r}"
+                )
+        # spaces between words, and the page still answers after the bad inputs
+        spaced = tab.evaluate(TRANSLATE_JS, "私は\u3000太郎です")["result"]
+        if spaced.get("text") != trace_view(model, "私は太郎です", sv, tv)["text"]:
+            problems.append(f"私は　太郎です: {spaced}")
+    finally:
+        tab.close()
+    for kind in ("errors", "blocked", "failed"):
+        if log[kind]:
+            problems.append(f"{kind}: {log[kind]}")
+    assert not problems, "; ".join(problems)
+
+
+def test_translator_from_a_file_says_how_to_serve_the_book(book, browser):
+    tab = browser.new_page()
+    errors = []
+    tab.on("console", lambda m: m.type == "error" and errors.append(m.text))
+    tab.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
+    try:
+        tab.goto((HTML_DIR / f"{TRANSLATOR_PAGE}.html").as_uri(), wait_until="load")
+        tab.wait_for_function(TRANSLATOR_SETTLED, timeout=60_000)
+        status = tab.inner_text(".tedu-translator .tedu-status")
+    finally:
+        tab.close()
+    assert "python -m http.server -d _build/html" in status and "\n" not in status
+    assert not errors, errors
+
+
+def test_only_the_translator_page_loads_the_model(book):
+    """The widget's code (in its saved state) fetches the runtime and the graphs; no
+    other page names them, so no other page loads them."""
+    naming = sorted(
+        str(p.relative_to(HTML_DIR))
+        for p in HTML_DIR.rglob("*.html")
+        if "vendor/onnxruntime-web/" in p.read_text(encoding="utf8")
+    )
+    assert naming == [f"{TRANSLATOR_PAGE}.html"], naming
+    model = HTML_DIR / "_static" / "translator"
+    assert {p.name for p in model.glob("*.onnx")} == {
+        "encoder.onnx",
+        "decoder_step.onnx",
+    }

@@ -35,6 +35,17 @@ def test_translate_prints_the_translation_on_its_own_line(capsys, tiny_ckpt):
     assert code == 0 and len(out2.splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    "argv", [["私は 太郎です"], ["私は\u3000太郎です"], ["私は", "太郎です"]]
+)
+def test_translate_accepts_words_separated_by_spaces(capsys, tiny_ckpt, argv):
+    code, plain, _ = _run(
+        capsys, "translate", "私は太郎です", "--checkpoint", tiny_ckpt
+    )
+    code, out, err = _run(capsys, "translate", *argv, "--checkpoint", tiny_ckpt)
+    assert code == 0 and out == plain and "unknown" not in err
+
+
 def test_unknown_words_are_named_on_stderr(capsys, tiny_ckpt):
     code, out, err = _run(
         capsys, "translate", "私はピカチュウです", "--checkpoint", tiny_ckpt

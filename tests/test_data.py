@@ -178,6 +178,17 @@ def test_segment_running_examples():
     assert segment("私 は  太郎 です") == ["私", "は", "太郎", "です"]
 
 
+@pytest.mark.parametrize("space", [" ", "\u3000", " \u3000 "])
+def test_segment_segments_each_space_separated_chunk(space):
+    assert segment(f"私は{space}太郎です") == ["私", "は", "太郎", "です"]
+    assert segment(f"私は{space}ピカチュウです。") == ["私", "は", "ピカチュウ", "です"]
+    assert segment(f"{space}彼女は彼{space}", lexicon={"彼", "彼女", "は"}) == [
+        "彼女",
+        "は",
+        "彼",
+    ]
+
+
 def test_segment_recovers_every_corpus_sentence():
     for p in load_corpus("all"):
         assert segment(p.ja) == list(p.src), p

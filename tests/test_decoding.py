@@ -82,3 +82,12 @@ def test_translate_reports_unknown_words_and_rejects_bad_input():
         translate(model, "ピカチュウ", sv, tv)
     with pytest.raises(ValueError, match="more than the model's max_len=32"):
         translate(model, "私は" * 20 + "太郎です", sv, tv)
+
+
+@pytest.mark.parametrize("space", [" ", "\u3000"])
+def test_translate_accepts_spaces_between_words(space):
+    model, sv, tv, _, _ = tiny_trained()
+    spaced = translate(model, f"私は{space}太郎です", sv, tv)
+    plain = translate(model, "私は太郎です", sv, tv)
+    assert spaced.tokens == ["私", "は", "太郎", "です"] and spaced.unknown == []
+    assert spaced.text == plain.text

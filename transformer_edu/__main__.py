@@ -1,4 +1,4 @@
-"""Command line: python -m transformer_edu {train,translate,bench,demo} ...
+"""Command line: python -m transformer_edu {train,translate,bench,demo,export-onnx}
 
 Bad input (an empty sentence, only unknown words, a sentence too long, a missing or
 corrupt checkpoint) prints one line to stderr and exits with status 2.
@@ -98,6 +98,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_onnx(args: argparse.Namespace) -> int:
+    from .onnx_export import export_onnx
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file, not a folder")
+    model, sv, tv = _load(args)
+    try:
+        paths = export_onnx(model.cpu(), sv, tv, out)
+    except OSError as e:  # a folder we may not write to
+        raise ValueError(f"cannot write to {out}: {e.strerror or e}") from e
+    for path in paths.values():
+        print(f"{path}  {path.stat().st_size:,} bytes")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m transformer_edu", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -129,6 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--reps", type=int, default=5)
     b.add_argument("--quick", action="store_true", help="tiny sizes (a smoke test)")
     b.set_defaults(func=cmd_bench)
+
+    e = sub.add_parser(
+        "export-onnx", help="the toy model as ONNX graphs + JSON, for the browser"
+    )
+    e.add_argument("--out", default="translator", help="folder (default: translator)")
+    e.add_argument("--checkpoint", **ckpt)
+    e.set_defaults(func=cmd_export_onnx)
 
     d = sub.add_parser("demo", help="translate the source articles' three sentences")
     d.add_argument("--checkpoint", **ckpt)

@@ -140,14 +140,19 @@ def segment(text: str, lexicon: Iterable[str] | None = None) -> list[str]:
     """Split a Japanese sentence into words by longest match over ``lexicon``.
 
     A run of characters where no known word starts is one token, so an unknown word
-    comes out whole (私はピカチュウです -> 私/は/ピカチュウ/です). Input with spaces is
-    split on them. Surrounding whitespace and final 。/./？/? are dropped.
+    comes out whole (私はピカチュウです -> 私/は/ピカチュウ/です). Spaces (ASCII or
+    full-width) separate chunks, each segmented on its own: 私は 太郎です works too.
+    Surrounding whitespace and final 。/./？/? are dropped.
     """
     words = corpus_lexicon() if lexicon is None else frozenset(lexicon)
     text = text.strip().rstrip(_TRAILING).strip()
-    if any(c.isspace() for c in text):
-        return text.split()
     longest = max(map(len, words), default=1)
+    # str.split() with no argument splits on any Unicode space, U+3000 included
+    return [t for chunk in text.split() for t in _longest_match(chunk, words, longest)]
+
+
+def _longest_match(text: str, words: frozenset[str], longest: int) -> list[str]:
+    """Segment one chunk with no spaces in it (see ``segment``)."""
     tokens, unknown, i = [], "", 0
     while i < len(text):
         match = next(

@@ -1,0 +1,108 @@
+"""Tests for transformer_edu/onnx_export.py: onnxruntime on the exported graphs equals
+PyTorch on the whole held-out split, and the CLI's bad inputs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from transformer_edu.__main__ import main
+from transformer_edu.checkpoint import toy_model
+from transformer_edu.data import Vocab, load_corpus
+from transformer_edu.decoding import greedy_decode, translate
+from transformer_edu.onnx_export import (
+    DECODER_FILE,
+    ENCODER_FILE,
+    META_FILE,
+    greedy_onnx,
+)
+
+ort = pytest.importorskip("onnxruntime")
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """The trained toy model, exported by the CLI; its two sessions and JSON."""
+    out = tmp_path_factory.mktemp("translator")
+    assert main(["export-onnx", "--out", str(out)]) == 0
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    enc = ort.InferenceSession(str(out / ENCODER_FILE), opts)
+    dec = ort.InferenceSession(str(out / DECODER_FILE), opts)
+    meta = json.loads((out / META_FILE).read_text(encoding="utf8"))
+    return out, enc, dec, meta
+
+
+def test_the_json_holds_what_the_page_needs(exported):
+    out, _, _, meta = exported
+    model, sv, tv = toy_model(progress=False)
+    assert meta["src_itos"] == sv.itos and meta["tgt_itos"] == tv.itos
+    assert meta["lexicon"] == sv.itos  # what translate() segments over
+    assert meta["max_len"] == model.config.max_len
+    ids = (meta["pad_id"], meta["bos_id"], meta["eos_id"], meta["unk_id"])
+    assert ids == (Vocab.PAD, Vocab.BOS, Vocab.EOS, Vocab.UNK)
+    assert (meta["n_layers"], meta["n_heads"]) == (2, model.config.n_heads)
+    sizes = {p.name: p.stat().st_size for p in out.iterdir()}
+    assert sum(sizes.values()) < 4_000_000, sizes  # fp32 weights, stored once
+
+
+def test_onnxruntime_equals_pytorch_on_the_held_out_split(exported):
+    _, enc, dec, meta = exported
+    model, sv, tv = toy_model(progress=False)
+    model = model.cpu().eval()
+    pairs = load_corpus("test")
+    worst_logp = worst_attn = 0.0
+    for pair in pairs:
+        src_ids = sv.encode(pair.src)
+        want = greedy_decode(model, torch.tensor([src_ids])).tokens[0]
+        got, logps, attns = greedy_onnx(enc, dec, src_ids, meta)
+        assert got == want, (
+            f"{pair.ja}: onnx {tv.decode(got)} != torch {tv.decode(want)}"
+        )
+        # every step's distribution and cross-attention, from one teacher-forced pass
+        model.record_attention(True)
+        with torch.no_grad():
+            logits = model(
+                torch.tensor([src_ids]), torch.tensor([[Vocab.BOS, *want[:-1]]])
+            )
+        cross = torch.stack([w[0] for w in model.attention_weights()["cross"]])
+        model.record_attention(False)
+        ref_logp = logits[0].log_softmax(-1)  # (T, V)
+        worst_logp = max(worst_logp, (torch.stack(logps) - ref_logp).abs().max().item())
+        ref_attn = cross.permute(2, 0, 1, 3)  # (L, H, T, S) -> (T, L, H, S)
+        worst_attn = max(worst_attn, (torch.stack(attns) - ref_attn).abs().max().item())
+    assert worst_logp < 1e-4 and worst_attn < 1e-5, (worst_logp, worst_attn)
+
+
+def test_the_graphs_give_translate_trace_views(exported):
+    _, enc, dec, meta = exported
+    model, sv, tv = toy_model(progress=False)
+    tr = translate(model, "私は太郎です", sv, tv, trace=True)
+    got, logps, attns = greedy_onnx(enc, dec, sv.encode(tr.tokens), meta)
+    assert tv.decode(got[:-1]) == ["I", "am", "Taro"]
+    for step, logp, attn in zip(tr.steps, logps, attns, strict=True):
+        probs, ids = logp.exp().topk(meta["top_k"])
+        assert ids.tolist() == step.top_ids
+        torch.testing.assert_close(
+            probs, torch.tensor(step.top_probs), atol=1e-4, rtol=0
+        )
+        torch.testing.assert_close(attn, step.cross_attention, atol=1e-5, rtol=0)
+
+
+def test_export_cli_bad_inputs_exit_2_with_one_line(capsys, tmp_path):
+    a_file = tmp_path / "not_a_folder"
+    a_file.write_text("x")
+    cases = [
+        (["--out", str(a_file)], "is a file, not a folder"),
+        (["--checkpoint", str(tmp_path / "missing.pt")], "no checkpoint at"),
+    ]
+    corrupt = tmp_path / "corrupt.pt"
+    corrupt.write_bytes(b"not a checkpoint")
+    cases.append((["--checkpoint", str(corrupt)], "not a readable checkpoint"))
+    for argv, message in cases:
+        code = main(["export-onnx", "--out", str(tmp_path / "out"), *argv])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == "", argv
+        assert err.count("\n") == 1 and message in err, err
