@@ -67,9 +67,12 @@ def test_solutions_are_hidden_in_the_html_book(path):
             continue
         if cell.cell_type == "code":
             assert "hide-input" in cell.metadata["tags"], cell.source[:80]
-        else:  # a MyST dropdown: the answer shows on a click
-            assert cell.source.startswith("```{admonition} Answer\n:class: dropdown\n")
-            assert cell.source.rstrip().endswith("```")
+        else:  # a MyST dropdown: the answer shows on a click; four backticks, so
+            # that a ``` code block inside the answer does not close it
+            assert cell.source.startswith("````{admonition} Answer\n:class: dropdown\n")
+            assert cell.source.rstrip().endswith("\n````")
+            inner = cell.source.split("\n")[3:-1]
+            assert not any(line.startswith("````") for line in inner), path.name
 
 
 @pytest.mark.parametrize("path", EXERCISE_CHAPTERS, ids=_id)
@@ -97,7 +100,7 @@ def test_the_student_edition_holds_no_solution(path):
                     checked += 1
     assert checked > 40
     assert not any(_is_solution(c) for c in student.cells)
-    assert "```{admonition} Answer" not in "\n".join(c.source for c in student.cells)
+    assert "{admonition} Answer" not in "\n".join(c.source for c in student.cells)
     # every other cell of the chapter is there, in order (the edition adds its note)
     kept = [c.id for c in chapter if not _is_solution(c)]
     assert [c.id for c in student.cells if c.id != "student-edition"] == kept
