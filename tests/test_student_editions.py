@@ -1,4 +1,4 @@
-"""Chapters 1-10: every end-of-chapter exercise has a hidden solution, and each
+"""Chapters 1-10 and 13: every end-of-chapter exercise has a hidden solution, and each
 chapter's student edition (student/<chapter>.ipynb) holds none of them.
 
 (nbval runs student/*.ipynb top to bottom in `make test`; test_grading.py checks that
@@ -16,8 +16,18 @@ import student_edition  # book/ is on pythonpath
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = sorted((ROOT / "chapters").glob("[01][0-9]_*.ipynb"))
-EXERCISE_CHAPTERS = [p for p in CHAPTERS if not p.name.startswith("11_")]
 ITEM = re.compile(r"^(?:## Exercises\s+)?(\d+)\. ", re.S)  # an exercise's text cell
+
+
+def _has_exercises(path: Path) -> bool:
+    cells = nbformat.read(path, as_version=4).cells
+    return any(c.cell_type == "markdown" and "## Exercises" in c.source for c in cells)
+
+
+# chapter 11 is all exercises, with checkers instead of solutions
+EXERCISE_CHAPTERS = [
+    p for p in CHAPTERS if not p.name.startswith("11_") and _has_exercises(p)
+]
 
 
 def _id(path: Path) -> str:
@@ -40,7 +50,8 @@ def _exercise_cells(path: Path) -> list:
 
 
 def test_the_chapters_with_exercises_are_found():
-    assert [p.name[:2] for p in EXERCISE_CHAPTERS] == [f"{n:02d}" for n in range(1, 11)]
+    expected = [f"{n:02d}" for n in (*range(1, 11), 13)]
+    assert [p.name[:2] for p in EXERCISE_CHAPTERS] == expected
 
 
 @pytest.mark.parametrize("path", EXERCISE_CHAPTERS, ids=_id)
