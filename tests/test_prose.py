@@ -8,7 +8,7 @@ code cell) or lets a cell print the sentence. What counts as a measured figure:
   ratio written with ``×`` (``2.98×``), a run length (``900 steps``, ``30 epochs``);
 - any other decimal number (``0.26``), which in this book is almost always measured.
 
-Not counted: code spans, glue roles, section and exercise numbers (``§3.4``,
+Not counted: code spans and fenced code blocks (an answer's code), glue roles, section and exercise numbers (``§3.4``,
 ``Exercise 1.1``), exponents inside formulas (``^{-0.5}``), and the short list of true
 constants below (the paper's hyper-parameters, exact mathematical values).
 """
@@ -67,11 +67,21 @@ def pages() -> list[Path]:
     return found
 
 
+# a fenced code block (```python, ```text, ```): code, not prose; a directive's fence
+# (````{admonition} …) is prose and stays
+FENCED_CODE = re.compile(
+    r"^(?P<fence>`{3,}|~{3,})[ \t]*(?:[\w+-]+)?[ \t]*\n.*?^(?P=fence)[ \t]*$",
+    re.MULTILINE | re.DOTALL,
+)
+
+
 def markdown_of(path: Path) -> list[str]:
     if path.suffix == ".md":
-        return [path.read_text(encoding="utf8")]
-    nb = nbformat.read(path, as_version=4)
-    return [c.source for c in nb.cells if c.cell_type == "markdown"]
+        sources = [path.read_text(encoding="utf8")]
+    else:
+        nb = nbformat.read(path, as_version=4)
+        sources = [c.source for c in nb.cells if c.cell_type == "markdown"]
+    return [FENCED_CODE.sub("", source) for source in sources]
 
 
 def typed_figures(text: str) -> list[str]:
@@ -95,6 +105,13 @@ def test_prose_types_no_measured_figure(path):
         f"{len(found)} hand-typed figures in {path.relative_to(ROOT)} (glue them, "
         "or let the cell print the sentence):\n" + "\n".join(found)
     )
+
+
+def test_fenced_code_is_not_prose_but_an_admonition_is():
+    text = "````{admonition} Answer\nabout 0.26 here\n```python\nx = 0.3\n```\n````"
+    assert [typed_figures(line) for line in FENCED_CODE.sub("", text).splitlines()] == [
+        [], ["0.26"], [], [],
+    ]  # fmt: skip
 
 
 def test_the_figure_check_can_fail():
