@@ -94,7 +94,11 @@ def stale(root: Path = ROOT) -> list[str]:
     return out
 
 
-BADGE_LINE = re.compile(r"^\[!\[Open the student edition of (\S+) in Colab\].*$", re.M)
+# one line per edition: a text link, not Colab's badge image, which the book would
+# load from Colab's host (the book loads nothing from another host)
+BADGE_LINE = re.compile(
+    r"^(?:- )?\[!?\[?Open the student edition of (\S+) in Colab\].*$", re.M
+)
 
 
 def guide_text(root: Path = ROOT) -> str:
@@ -105,10 +109,7 @@ def guide_text(root: Path = ROOT) -> str:
     def badge(m: re.Match) -> str:
         rel = f"{STUDENT_DIR}/{m.group(1)}"
         link = colab_link(url, branch, f"{book}/{rel}" if book else rel)
-        image = "https://colab.research.google.com/assets/colab-badge.svg"
-        return (
-            f"[![Open the student edition of {m.group(1)} in Colab]({image})]({link})"
-        )
+        return f"- [Open the student edition of {m.group(1)} in Colab]({link})"
 
     return BADGE_LINE.sub(badge, text)
 

@@ -215,9 +215,34 @@ CONTROLS_JS = """(i) => {
 # controls' own state (a slider's position is not a change of the figure).
 PICTURE_JS = """(i) => {
   const gd = document.querySelectorAll("div.plotly-graph-div.js-plotly-plot")[i];
-  const shown = gd._fullData.filter(t => t.visible === true).map(t => gd.data[t.index]);
+  // which traces show is what counts, not whether `visible` is spelled out
+  const shown = gd._fullData.filter(t => t.visible === true).map(t => {
+    const {visible, ...trace} = gd.data[t.index];
+    return trace;
+  });
   const {sliders, updatemenus, template, ...layout} = gd.layout;
-  return JSON.stringify([shown, layout], (k, v) => (k.startsWith("_") ? undefined : v));
+  // the same picture, however plotly holds it: a typed array encoded as base64 (as
+  // the page ships it) or a plain one (after a frame or a restyle), float32 or not,
+  // `autorange: false` spelled out once a frame has set the range
+  const TYPES = {f4: Float32Array, f8: Float64Array, i1: Int8Array, u1: Uint8Array,
+                 i2: Int16Array, u2: Uint16Array, i4: Int32Array, u4: Uint32Array};
+  const decode = (v) => {
+    const bytes = Uint8Array.from(atob(v.bdata), c => c.charCodeAt(0));
+    const flat = Array.from(new TYPES[v.dtype](bytes.buffer));
+    const shape = String(v.shape || flat.length).split(",").map(Number);
+    if (shape.length < 2) return flat;
+    const rows = [];
+    for (let r = 0; r < shape[0]; r++) rows.push(flat.slice(r * shape[1], (r + 1) * shape[1]));
+    return rows;
+  };
+  return JSON.stringify([shown, layout], (k, v) => {
+    if (k.startsWith("_") || (k === "autorange" && v === false)) return undefined;
+    if (v && typeof v === "object" && typeof v.bdata === "string" && TYPES[v.dtype]) {
+      return decode(v);
+    }
+    if (ArrayBuffer.isView(v)) return Array.from(v);
+    return typeof v === "number" ? +v.toPrecision(6) : v;
+  });
 }"""
 
 # ipywidgets / anywidget controls: every input in a rendered widget area, and the
