@@ -126,7 +126,9 @@ def test_attention_weights_of_every_layer_and_head():
         model(src, tgt)
         model.attention_weights()
     plain = model(src, tgt)
+    assert not model.recording_attention
     model.record_attention(True)
+    assert model.recording_attention
     torch.testing.assert_close(model(src, tgt), plain)
     w = model.attention_weights()
     assert [len(w[k]) for k in ("encoder_self", "decoder_self", "cross")] == [2, 2, 2]
@@ -136,6 +138,7 @@ def test_attention_weights_of_every_layer_and_head():
     assert torch.all(w["cross"][1][..., 3] == 0)  # the PAD source token is never seen
     assert torch.all(w["decoder_self"][0].triu(1) == 0)  # no look-ahead
     model.record_attention(False)
+    assert not model.recording_attention
     assert all(m.attn_weights is None for m in model.attention_modules()["cross"])
 
 

@@ -72,7 +72,7 @@ def greedy_decode(
         raise ValueError(
             f"trace=True decodes one sentence, got a batch of {src.size(0)}"
         )
-    was_training, was_recording = model.training, _recording(model)
+    was_training, was_recording = model.training, model.recording_attention
     model.eval()
     if trace:
         model.record_attention(True)
@@ -108,14 +108,6 @@ def greedy_decode(
             model.record_attention(was_recording)
     tokens = [_until_eos(row, eos_id) for row in ys[:, 1:].tolist()]
     return Decoded(tokens, score.tolist(), steps)
-
-
-def _recording(model: Transformer) -> bool:
-    return (
-        model.encoder.layers[0].self_attn.record_weights
-        if model.encoder.layers
-        else False
-    )
 
 
 def _until_eos(ids: list[int], eos_id: int) -> list[int]:

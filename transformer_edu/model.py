@@ -238,6 +238,13 @@ class Transformer(nn.Module):
                 m.record_weights, m.attn_weights = enabled, None
         return self
 
+    @property
+    def recording_attention(self) -> bool:
+        """Whether ``record_attention(True)`` is on: the state to restore after use."""
+        return any(
+            m.record_weights for mods in self.attention_modules().values() for m in mods
+        )
+
     def attention_weights(self) -> dict[str, list[Tensor]]:
         """Weights from the last forward: kind -> one (B, H, T_q, T_k) tensor per layer."""
         out = {}

@@ -18,7 +18,6 @@ import torch
 from torch import Tensor, nn
 
 from .data import Vocab
-from .decoding import _recording
 from .model import Transformer
 
 ENCODER_FILE = "encoder.onnx"
@@ -104,7 +103,7 @@ def export_onnx(
         )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    was_training, was_recording = model.training, _recording(model)
+    was_training, was_recording = model.training, model.recording_attention
     model.eval()
     # 1) the reference attention path, which keeps the weights the page draws
     model.record_attention(True)
@@ -126,25 +125,23 @@ def export_onnx(
             memory, src_mask = model.encode(src)
             graphs = {
                 "encoder": (
-                    EncoderGraph(model), (src,), ["src"], ["memory", "src_mask"],
-                    {"src": {1: S}},
+                    ENCODER_FILE, EncoderGraph(model), (src,), ["src"],
+                    ["memory", "src_mask"], {"src": {1: S}},
                 ),
                 "decoder": (
-                    DecoderStep(model), (tgt, memory, src_mask),
+                    DECODER_FILE, DecoderStep(model), (tgt, memory, src_mask),
                     ["tgt", "memory", "src_mask"], ["log_probs", "cross_attention"],
                     {"tgt": {1: t}, "memory": {1: S}, "src_mask": {3: S}},
                 ),
             }  # fmt: skip
             paths = {}
-            for name, (module, args, inputs, outputs, dynamic) in graphs.items():
+            for name, (file, module, args, inputs, outputs, dynamic) in graphs.items():
                 program = torch.onnx.export(
                     module, args, dynamo=True, opset_version=OPSET,
                     input_names=inputs, output_names=outputs,
                     dynamic_shapes=dynamic, external_data=False, verbose=False,
                 )  # fmt: skip
-                paths[name] = out / (
-                    ENCODER_FILE if name == "encoder" else DECODER_FILE
-                )
+                paths[name] = out / file
                 program.save(str(paths[name]))
                 _drop_debug_metadata(paths[name])
     finally:

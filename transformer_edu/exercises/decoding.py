@@ -34,6 +34,7 @@ class _ScriptedTranslator(nn.Module):
     """
 
     vocab_size = 16
+    recording_attention = False  # greedy_decode restores it; there is nothing to record
 
     def __init__(self) -> None:
         super().__init__()
