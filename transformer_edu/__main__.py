@@ -20,6 +20,7 @@ from .checkpoint import (
     train_and_save_toy_model,
 )
 
+CORPORA = ("toy", "tatoeba")
 SOURCE_SENTENCES = ["私は太郎です", "私は犬より猫が好きです", "私は猫より犬が好きです"]
 
 
@@ -28,6 +29,10 @@ def _err(message: str) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    if args.corpus == "tatoeba":
+        return _train_tatoeba(args)
+    if args.minutes is not None or args.max_steps is not None:
+        raise ValueError("--minutes and --max-steps are for --corpus tatoeba")
     path = Path(args.checkpoint) if args.checkpoint else default_checkpoint_path()
     overrides = {} if args.epochs is None else {"epochs": args.epochs}
     _, _, _, hist = train_and_save_toy_model(
@@ -37,6 +42,66 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"train exact match:    {hist.train_exact[-1]:.1%}")
     print(f"held-out exact match: {hist.eval_exact[-1]:.1%}")
     return 0
+
+
+def _git_commit() -> str:
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, cwd=Path(__file__).parent, timeout=10)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
+def _train_tatoeba(args: argparse.Namespace) -> int:
+    import json
+    import platform
+
+    from .tatoeba_train import (
+        TatoebaTrainConfig,
+        _dist_info,
+        default_tatoeba_checkpoint_path,
+        save_tatoeba_checkpoint,
+        tokens_per_second,
+        train_tatoeba,
+    )
+
+    if args.epochs is not None:
+        raise ValueError("--epochs is for the toy corpus; Tatoeba trains by --minutes")
+    cfg = TatoebaTrainConfig(seed=args.seed, device=args.device)
+    if args.minutes is not None:
+        if args.minutes <= 0:
+            raise ValueError(f"--minutes {args.minutes} must be positive")
+        cfg.minutes = args.minutes
+    cfg.max_steps = args.max_steps
+    path = Path(args.checkpoint) if args.checkpoint else default_tatoeba_checkpoint_path()
+    model, hist = train_tatoeba(config=cfg, progress=not args.quiet)
+    rank, world = _dist_info()
+    if rank != 0:
+        return 0
+    command = "python -m transformer_edu " + " ".join(sys.argv[1:])
+    meta = {
+        "command": command, "seed": args.seed, "minutes": cfg.minutes,
+        "commit": _git_commit(), "world_size": world, "device": hist.device,
+        "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads",
+        "torch": torch.__version__, "history": hist.to_dict(),
+    }  # fmt: skip
+    save_tatoeba_checkpoint(path, model, _tok(), meta)
+    path.with_suffix(".json").write_text(json.dumps(meta, indent=1))
+    print(f"trained {hist.steps} steps ({hist.epochs:.2f} epochs) in "
+          f"{hist.seconds / 60:.1f} min on {hist.device} x{world}; "
+          f"{tokens_per_second(hist):,.0f} tokens/s; saved {path}")  # fmt: skip
+    print(f"dev BLEU (first {cfg.eval_sentences} dev pairs, greedy): "
+          f"{hist.final_bleu:.2f}{' (averaged checkpoints)' if hist.averaged else ''}")
+    return 0
+
+
+def _tok():
+    from .tatoeba import default_tokenizer
+
+    return default_tokenizer()
 
 
 def _load(args: argparse.Namespace):
@@ -123,7 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("train", help="train the toy ja->en model and save a checkpoint")
     t.add_argument("--checkpoint", **ckpt)
-    t.add_argument("--epochs", type=int, help="override the number of epochs")
+    t.add_argument("--corpus", choices=CORPORA, default="toy",
+                   help="toy (the generated grammar) or tatoeba (real Japanese)")  # fmt: skip
+    t.add_argument("--epochs", type=int, help="override the number of epochs (toy)")
+    t.add_argument("--minutes", type=float, help="time budget (tatoeba; default 60)")
+    t.add_argument("--max-steps", type=int, help="stop after this many steps (tatoeba)")
     t.add_argument("--device", help="cpu or cuda (default: cuda if available)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -103,8 +103,19 @@ def load_checkpoint(
             f"{path}: vocabularies of size {len(src_vocab)}/{len(tgt_vocab)} do not fit "
             f"the config's {config.src_vocab_size}/{config.tgt_vocab_size}"
         )
-    model = Transformer(config)
-    state = blob["state_dict"]
+    model = build_model_from_state(blob["config"], blob["state_dict"], path)
+    return model.to(device).eval(), src_vocab, tgt_vocab, dict(blob.get("meta", {}))
+
+
+def build_model_from_state(config: Any, state: Any, path: str | Path) -> Transformer:
+    """A Transformer of ``config`` (a dict) carrying ``state``; CheckpointError naming
+    what does not fit (bad config, missing, unexpected or misshapen weights)."""
+    try:
+        model = Transformer(TransformerConfig.from_dict(config))
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{path}: bad config: {e}") from e
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path}: no weights")
     ours = model.state_dict()
     problems = [f"missing {k}" for k in ours if k not in state]
     problems += [f"unexpected {k}" for k in state if k not in ours]
@@ -119,7 +130,7 @@ def load_checkpoint(
         )
         raise CheckpointError(f"{path}: weights do not fit the config: {shown}")
     model.load_state_dict(state)
-    return model.to(device).eval(), src_vocab, tgt_vocab, dict(blob.get("meta", {}))
+    return model
 
 
 def toy_model(

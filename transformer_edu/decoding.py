@@ -114,6 +114,13 @@ def _until_eos(ids: list[int], eos_id: int) -> list[int]:
     return ids[: ids.index(eos_id) + 1] if eos_id in ids else ids
 
 
+def length_penalty(length: int, alpha: float) -> float:
+    """Wu et al. (2016)'s length penalty, used by the paper with α = 0.6:
+    lp(Y) = ((5 + |Y|) / 6) ** α. Beam search ranks log P(Y) / lp(Y), so a longer
+    output is not beaten just for having more (negative) terms. α = 0: lp = 1."""
+    return ((5 + length) / 6) ** alpha
+
+
 @torch.no_grad()
 def beam_search(
     model: Transformer,
@@ -122,12 +129,15 @@ def beam_search(
     bos_id: int = Vocab.BOS,
     eos_id: int = Vocab.EOS,
     max_len: int = 50,
+    alpha: float = 0.0,
 ) -> list[tuple[list[int], float]]:
     """Keep the ``beam_size`` most probable prefixes at each step (one sentence).
 
-    Returns finished hypotheses (ids without BOS, EOS included; summed log-probability),
-    best first. Stops once no live prefix can beat the best finished one (log-probs only
-    fall as a sequence grows).
+    Returns finished hypotheses (ids without BOS, EOS included) with their score, best
+    first. The score is the summed log-probability divided by the length penalty
+    ``length_penalty(len, alpha)`` (the paper's α = 0.6; 0 = none). Without a penalty
+    the search stops once no live prefix can beat the best finished one (log-probs
+    only fall as a sequence grows); with one, once ``beam_size`` hypotheses finished.
 
     Shape: src (1, S) token ids.
     """
@@ -159,11 +169,15 @@ def beam_search(
             keep = []
             for s, r, t in zip(top.tolist(), rows.tolist(), toks.tolist(), strict=True):
                 if t == eos_id:
-                    finished.append((ys[r, 1:].tolist() + [t], s))
+                    hyp = ys[r, 1:].tolist() + [t]
+                    finished.append((hyp, s / length_penalty(len(hyp), alpha)))
                 else:
                     keep.append((r, t, s))
-            best_done = max((s for _, s in finished), default=float("-inf"))
-            keep = [k for k in keep if k[2] > best_done]
+            if alpha == 0:
+                best_done = max((s for _, s in finished), default=float("-inf"))
+                keep = [k for k in keep if k[2] > best_done]
+            elif len(finished) >= beam_size:
+                break
             if not keep:
                 break
             r_idx = torch.tensor([k[0] for k in keep], device=src.device)
@@ -172,7 +186,8 @@ def beam_search(
             scores = torch.tensor([k[2] for k in keep], device=src.device)
         else:
             finished += [
-                (y[1:], s) for y, s in zip(ys.tolist(), scores.tolist(), strict=True)
+                (y[1:], s / length_penalty(len(y) - 1, alpha))
+                for y, s in zip(ys.tolist(), scores.tolist(), strict=True)
             ]
     finally:
         model.train(was_training)

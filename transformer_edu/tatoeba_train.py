@@ -1,0 +1,445 @@
+"""Training on real Japanese (Tatoeba) within a time budget, on one process or several.
+
+The same ``Transformer`` as the toy, trained the paper's way (token-count batches,
+dropout 0.1, label smoothing 0.1, Adam with warm-up) but stopped by the clock:
+``train_tatoeba(minutes=...)`` evaluates dev BLEU at intervals, keeps the last
+checkpoints and, at the end, their average when that scores higher (paper §6.1
+averages the last 5 checkpoints).
+
+Several processes: run the same command under ``torchrun --nproc_per_node=N``.
+Each rank reads its own shard of every epoch's batches; gradients are summed by
+``DistributedDataParallel`` (gloo on CPU, NCCL on GPU); the loss is normalised by the
+*global* token count, so N ranks compute exactly the gradient of one process that
+sees all N shards. Only rank 0 evaluates, logs and writes.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from .config import TransformerConfig
+from .data import Vocab
+from .decoding import greedy_decode
+from .metrics import Score, bleu, chrf
+from .model import Transformer, make_model
+from .tatoeba import (
+    MAX_JA_CHARS,
+    Encoded,
+    SubwordTokenizer,
+    TatoebaPair,
+    default_tokenizer,
+    encode_pairs,
+    load_tatoeba,
+    make_token_batch,
+    token_batches,
+)
+from .training import noam_lr, pick_device
+
+FORMAT = "transformer_edu.tatoeba"
+VERSION = 1
+
+# The shipped model's sizes: chosen for 60 minutes on 2 CPU cores (see the chapter).
+# One 8,000-piece vocabulary for both languages, shared by the source and target
+# embeddings and the generator; 4 encoder and 2 decoder layers (the decoder costs more
+# per layer and a shallow one loses little); pre-LN, which tolerates the high learning
+# rate a short run needs.
+TATOEBA_MODEL = dict(
+    d_model=256, n_heads=4, d_ff=1024, n_encoder_layers=4, n_decoder_layers=2,
+    dropout=0.1, max_len=128, norm_first=True, share_embeddings=True,
+    tie_generator=True,
+)  # fmt: skip
+
+
+@dataclass
+class TatoebaTrainConfig:
+    minutes: float = 60.0  # wall-clock budget, evaluations included
+    max_tokens: int = 6000  # padded source + target tokens per batch (per rank)
+    lr_factor: float = 0.5  # multiplies the paper's schedule (peak ~1.4e-3 here)
+    warmup: int = 400  # steps
+    label_smoothing: float = 0.1
+    clip_grad_norm: float | None = 1.0
+    eval_minutes: float = 5.0  # dev BLEU every this many minutes
+    eval_sentences: int = 500  # dev sentences scored at each interval
+    keep_last: int = 5  # checkpoints averaged at the end
+    max_steps: int | None = None  # stop earlier (tests)
+    seed: int = 0
+    device: str | None = None
+
+
+@dataclass
+class TatoebaHistory:
+    step_loss: list[float] = field(default_factory=list)
+    eval_minutes: list[float] = field(default_factory=list)
+    eval_steps: list[int] = field(default_factory=list)
+    eval_bleu: list[float] = field(default_factory=list)
+    eval_loss: list[float] = field(default_factory=list)  # dev loss (no smoothing)
+    tokens: int = 0  # source + target tokens seen (all ranks)
+    seconds: float = 0.0
+    steps: int = 0
+    epochs: float = 0.0
+    world_size: int = 1
+    device: str = "cpu"
+    averaged: bool = False  # the final weights are the average of the last checkpoints
+    final_bleu: float = float("nan")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# --- checkpoints -------------------------------------------------------------------
+
+
+def shipped_model_path() -> Path:
+    return Path(__file__).parent / "models" / "tatoeba_ja_en.pt"
+
+
+def save_tatoeba_checkpoint(
+    path: str | Path, model: Transformer, tok: SubwordTokenizer, meta: dict | None = None
+) -> Path:
+    """Config, weights in float16 (half the bytes; loaded back as float32), the
+    SentencePiece model's SHA-256, and ``meta`` (how it was trained)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # a tied weight is one tensor under several names: convert it once, so that
+    # torch.save stores one copy
+    state, halves = {}, {}
+    for k, v in model.state_dict().items():
+        v = v.detach().cpu()
+        if v.is_floating_point():
+            key = (v.data_ptr(), tuple(v.shape))
+            v = halves.setdefault(key, v.half())
+        state[k] = v
+    blob = {
+        "format": FORMAT, "version": VERSION, "config": model.config.to_dict(),
+        "spm_sha256": hashlib.sha256(tok.model_proto).hexdigest(),
+        "state_dict": state, "meta": meta or {},
+    }  # fmt: skip
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    torch.save(blob, tmp)
+    tmp.replace(path)
+    return path
+
+
+def load_tatoeba_checkpoint(
+    path: str | Path | None = None, device: str | torch.device = "cpu"
+) -> tuple[Transformer, SubwordTokenizer, dict[str, Any]]:
+    """The shipped model (``path=None``) or one written by ``train --corpus tatoeba``.
+
+    Raises CheckpointError for a missing, corrupt or mismatched file.
+    """
+    from .checkpoint import CheckpointError, build_model_from_state
+
+    path = Path(path) if path else shipped_model_path()
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint at {path}")
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise CheckpointError(
+            f"{path} is not a readable checkpoint ({e.__class__.__name__})"
+        ) from e
+    if not isinstance(blob, dict) or blob.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not a transformer_edu Tatoeba checkpoint")
+    if blob.get("version") != VERSION:
+        raise CheckpointError(f"{path} has version {blob.get('version')!r}")
+    tok = default_tokenizer()
+    if blob.get("spm_sha256") != hashlib.sha256(tok.model_proto).hexdigest():
+        raise CheckpointError(
+            f"{path} was trained with another SentencePiece model than the shipped one"
+        )
+    state = {k: v.float() if v.is_floating_point() else v
+             for k, v in blob["state_dict"].items()}  # fmt: skip
+    model = build_model_from_state(blob.get("config"), state, path)
+    if model.config.src_vocab_size != len(tok):
+        raise CheckpointError(
+            f"{path}: vocabulary size {model.config.src_vocab_size}, the tokenizer "
+            f"has {len(tok)}"
+        )
+    return model.to(device).eval(), tok, dict(blob.get("meta", {}))
+
+
+def average_state_dicts(states: list[dict[str, torch.Tensor]]) -> dict:
+    """The element-wise mean of several checkpoints' weights (paper §6.1)."""
+    if not states:
+        raise ValueError("no checkpoints to average")
+    keys = states[0].keys()
+    if any(s.keys() != keys for s in states):
+        raise ValueError("checkpoints with different parameters cannot be averaged")
+    out = {}
+    for k in keys:
+        first = states[0][k]
+        if first.is_floating_point():
+            out[k] = sum(s[k].double() for s in states).div(len(states)).to(first.dtype)
+        else:
+            out[k] = first.clone()
+    return out
+
+
+# --- translating and scoring -------------------------------------------------------
+
+
+def check_sentence(sentence: str) -> str:
+    """The sentence, stripped; ValueError if empty or longer than the model handles."""
+    s = sentence.strip()
+    if not s:
+        raise ValueError("the sentence is empty")
+    if len(s) > MAX_JA_CHARS:
+        raise ValueError(
+            f"the sentence has {len(s)} characters; the Tatoeba model takes at most "
+            f"{MAX_JA_CHARS}"
+        )
+    return s
+
+
+@torch.no_grad()
+def translate_batch(
+    model: Transformer,
+    tok: SubwordTokenizer,
+    sentences: list[str],
+    beam: int = 1,
+    alpha: float = 0.6,
+    batch_size: int = 128,
+) -> list[str]:
+    """English for each Japanese sentence: greedy (``beam=1``, batched) or beam search
+    with the paper's length penalty ``alpha``; at most source length + 50 tokens."""
+    device = next(model.parameters()).device
+    out: list[str] = []
+    if beam > 1:
+        from .decoding import beam_search
+
+        for s in sentences:
+            src = torch.tensor([tok.encode(s)], device=device)
+            ids, _ = beam_search(model, src, beam, alpha=alpha,
+                                 max_len=src.size(1) + 50)[0]  # fmt: skip
+            out.append(tok.decode(ids))
+        return out
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    texts: dict[int, str] = {}
+    for i in range(0, len(order), batch_size):
+        chunk = order[i : i + batch_size]
+        ids = tok.encode_batch([sentences[j] for j in chunk])
+        src = torch.full((len(ids), max(map(len, ids))), Vocab.PAD, dtype=torch.long)
+        for r, row in enumerate(ids):
+            src[r, : len(row)] = torch.tensor(row)
+        decoded = greedy_decode(model, src.to(device), max_len=src.size(1) + 50)
+        for j, row in zip(chunk, decoded.tokens, strict=True):
+            texts[j] = tok.decode(row)
+    return [texts[i] for i in range(len(sentences))]
+
+
+def evaluate(
+    model: Transformer,
+    tok: SubwordTokenizer,
+    pairs: list[TatoebaPair],
+    beam: int = 1,
+    alpha: float = 0.6,
+) -> tuple[Score, Score, list[str]]:
+    """BLEU and chrF of the model's translations of ``pairs`` against their English."""
+    hyps = translate_batch(model, tok, [p.ja for p in pairs], beam, alpha)
+    refs = [p.en for p in pairs]
+    return bleu(hyps, refs), chrf(hyps, refs), hyps
+
+
+@torch.no_grad()
+def dev_loss(model: Transformer, data: Encoded, max_tokens: int = 6000) -> float:
+    """Mean cross-entropy (no smoothing) per target token of ``data``."""
+    was = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    total = count = 0.0
+    for idx in token_batches(data, max_tokens, shuffle=False):
+        b = make_token_batch(data, idx).to(device)
+        logits = model(b.src, b.tgt_in)
+        total += float(F.cross_entropy(logits.flatten(0, 1), b.tgt_out.flatten(),
+                                       ignore_index=Vocab.PAD, reduction="sum"))  # fmt: skip
+        count += b.ntokens
+    model.train(was)
+    return total / count
+
+
+# --- training ----------------------------------------------------------------------
+
+
+def _dist_info() -> tuple[int, int]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def init_distributed(device: torch.device) -> bool:
+    """Join the process group torchrun describes (WORLD_SIZE > 1); False if alone."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or dist.is_initialized():
+        return dist.is_initialized()
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return True
+
+
+def build_tatoeba_model(tok: SubwordTokenizer, seed: int = 0, **overrides) -> Transformer:
+    torch.manual_seed(seed)
+    return make_model(len(tok), len(tok), **{**TATOEBA_MODEL, **overrides})
+
+
+def train_tatoeba(
+    model: Transformer | None = None,
+    config: TatoebaTrainConfig | None = None,
+    tok: SubwordTokenizer | None = None,
+    train_pairs: list[TatoebaPair] | None = None,
+    dev_pairs: list[TatoebaPair] | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+) -> tuple[Transformer, TatoebaHistory]:
+    """Train until ``config.minutes`` have passed (or ``max_steps``); returns the best
+    weights seen by dev BLEU (the average of the last checkpoints when it wins).
+
+    Under torchrun every rank calls this; each trains on its shard.
+    """
+    cfg = config or TatoebaTrainConfig()
+    tok = tok or default_tokenizer()
+    if cfg.device is None and "LOCAL_RANK" in os.environ and torch.cuda.is_available():
+        cfg.device = f"cuda:{os.environ['LOCAL_RANK']}"
+    device = pick_device(cfg.device)
+    init_distributed(device)
+    rank, world = _dist_info()
+    model = model or build_tatoeba_model(tok, cfg.seed)
+    model.to(device)
+    train_pairs = train_pairs if train_pairs is not None else load_tatoeba("train")
+    dev_pairs = dev_pairs if dev_pairs is not None else load_tatoeba("dev")
+    dev_pairs = dev_pairs[: cfg.eval_sentences]
+    data = encode_pairs(train_pairs, tok)
+    dev_data = encode_pairs(dev_pairs, tok)
+    net: torch.nn.Module = model
+    if world > 1:
+        net = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None
+        )
+    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    d_model = model.config.d_model
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: noam_lr(s + 1, d_model, cfg.warmup, cfg.lr_factor)
+    )
+    hist = TatoebaHistory(world_size=world, device=str(device))
+    kept: list[dict] = []  # the last checkpoints (CPU copies)
+    best_bleu, best_state = -1.0, None
+    budget = cfg.minutes * 60.0
+    start = time.perf_counter()
+    next_eval = cfg.eval_minutes * 60.0
+    bar = tqdm(total=round(budget), disable=not progress or rank != 0, unit="s",
+               desc="train", bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} s{postfix}")  # fmt: skip
+    step, epoch, done = 0, 0, False
+    tok_window, t_window = 0, start
+
+    def evaluate_now(elapsed: float) -> None:
+        nonlocal best_bleu, best_state
+        model.eval()
+        score = evaluate(model, tok, dev_pairs)[0].score if dev_pairs else float("nan")
+        loss = dev_loss(model, dev_data) if dev_pairs else float("nan")
+        model.train()
+        hist.eval_minutes.append(elapsed / 60)
+        hist.eval_steps.append(step)
+        hist.eval_bleu.append(score)
+        hist.eval_loss.append(loss)
+        state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+        kept.append(state)
+        del kept[: -cfg.keep_last]
+        if score > best_bleu:
+            best_bleu, best_state = score, state
+        log(f"[{elapsed / 60:5.1f} min] step {step}: dev BLEU {score:.2f} "
+            f"(first {len(dev_pairs)} dev pairs), dev loss {loss:.3f}")  # fmt: skip
+
+    model.train()
+    while not done:
+        epoch += 1
+        seed = cfg.seed * 1_000_003 + epoch
+        shard = token_batches(data, cfg.max_tokens, seed, True, rank, world)
+        for n_batch, idx in enumerate(shard):
+            b = make_token_batch(data, idx).to(device)
+            ntok = torch.tensor(float(b.ntokens), device=device)
+            if world > 1:
+                dist.all_reduce(ntok)  # the global number of target tokens
+            logits = net(b.src, b.tgt_in)
+            loss_sum = F.cross_entropy(
+                logits.flatten(0, 1), b.tgt_out.flatten(), ignore_index=Vocab.PAD,
+                label_smoothing=cfg.label_smoothing, reduction="sum",
+            )  # fmt: skip
+            # DDP averages gradients over ranks: scale so the result is the gradient
+            # of (sum over all ranks' tokens) / (global token count)
+            loss = loss_sum * world / ntok
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.clip_grad_norm:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm)
+            opt.step()
+            sched.step()
+            step += 1
+            seen = int((b.src != Vocab.PAD).sum()) + b.ntokens
+            hist.step_loss.append(loss.item() / world)
+            tok_window += seen * world
+            hist.tokens += seen * world
+            elapsed = time.perf_counter() - start
+            stop = torch.tensor(
+                float(elapsed >= budget or (cfg.max_steps and step >= cfg.max_steps)),
+                device=device,
+            )
+            if world > 1:
+                dist.broadcast(stop, 0)  # rank 0's clock decides for everyone
+            if rank == 0:
+                if elapsed >= next_eval and not stop:
+                    evaluate_now(elapsed)
+                    next_eval += cfg.eval_minutes * 60.0
+                if time.perf_counter() - t_window > 5:
+                    rate = tok_window / (time.perf_counter() - t_window)
+                    bar.set_postfix(epoch=epoch, step=step,
+                                    loss=f"{loss.item() / world:.3f}",
+                                    tok_s=f"{rate:,.0f}")  # fmt: skip
+                    tok_window, t_window = 0, time.perf_counter()
+                bar.n = min(round(time.perf_counter() - start), bar.total)
+                bar.refresh()
+            if bool(stop):
+                done = True
+                hist.epochs = epoch - 1 + (n_batch + 1) / max(len(shard), 1)
+                break
+    bar.close()
+    hist.steps = step
+    if rank == 0:
+        evaluate_now(time.perf_counter() - start)
+        if len(kept) > 1:
+            current = copy.deepcopy(model.state_dict())
+            model.load_state_dict(average_state_dicts(kept))
+            model.eval()
+            avg = evaluate(model, tok, dev_pairs)[0].score
+            log(f"average of the last {len(kept)} checkpoints: dev BLEU {avg:.2f}")
+            if avg >= best_bleu:
+                best_bleu, best_state, hist.averaged = avg, None, True
+            model.load_state_dict(current)
+        if best_state is not None:
+            model.load_state_dict(best_state)
+        elif hist.averaged:
+            model.load_state_dict(average_state_dicts(kept))
+        hist.final_bleu = best_bleu
+    hist.seconds = time.perf_counter() - start
+    model.eval()
+    return model, hist
+
+
+def tokens_per_second(hist: TatoebaHistory) -> float:
+    return hist.tokens / hist.seconds if hist.seconds else math.nan
+
+
+def default_tatoeba_checkpoint_path() -> Path:
+    """Where ``train --corpus tatoeba`` writes: ~/.cache/transformer_edu/tatoeba_ja_en.pt
+    (``$XDG_CACHE_HOME`` respected); the shipped model is never overwritten."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return cache / "transformer_edu" / "tatoeba_ja_en.pt"
