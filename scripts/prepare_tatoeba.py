@@ -97,7 +97,9 @@ def read_pairs(sdist: Path) -> list[tuple[str, int, str, str]]:
 
 
 def write_corpus(rows, path: Path) -> None:
-    text = "split\tid\tja\ten\n" + "".join(f"{s}\t{i}\t{j}\t{e}\n" for s, i, j, e in rows)
+    text = "split\tid\tja\ten\n" + "".join(
+        f"{s}\t{i}\t{j}\t{e}\n" for s, i, j, e in rows
+    )
     path.write_bytes(lzma.compress(text.encode("utf-8"), preset=9))
 
 

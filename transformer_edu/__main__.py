@@ -76,7 +76,9 @@ def _train_tatoeba(args: argparse.Namespace) -> int:
             raise ValueError(f"--minutes {args.minutes} must be positive")
         cfg.minutes = args.minutes
     cfg.max_steps = args.max_steps
-    path = Path(args.checkpoint) if args.checkpoint else default_tatoeba_checkpoint_path()
+    path = (
+        Path(args.checkpoint) if args.checkpoint else default_tatoeba_checkpoint_path()
+    )
     model, hist = train_tatoeba(config=cfg, progress=not args.quiet)
     rank, world = _dist_info()
     if rank != 0:
@@ -93,8 +95,10 @@ def _train_tatoeba(args: argparse.Namespace) -> int:
     print(f"trained {hist.steps} steps ({hist.epochs:.2f} epochs) in "
           f"{hist.seconds / 60:.1f} min on {hist.device} x{world}; "
           f"{tokens_per_second(hist):,.0f} tokens/s; saved {path}")  # fmt: skip
-    print(f"dev BLEU (first {cfg.eval_sentences} dev pairs, greedy): "
-          f"{hist.final_bleu:.2f}{' (averaged checkpoints)' if hist.averaged else ''}")
+    print(
+        f"dev BLEU (first {cfg.eval_sentences} dev pairs, greedy): "
+        f"{hist.final_bleu:.2f}{' (averaged checkpoints)' if hist.averaged else ''}"
+    )
     return 0
 
 

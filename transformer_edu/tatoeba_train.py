@@ -107,7 +107,10 @@ def shipped_model_path() -> Path:
 
 
 def save_tatoeba_checkpoint(
-    path: str | Path, model: Transformer, tok: SubwordTokenizer, meta: dict | None = None
+    path: str | Path,
+    model: Transformer,
+    tok: SubwordTokenizer,
+    meta: dict | None = None,
 ) -> Path:
     """Config, weights in float16 (half the bytes; loaded back as float32), the
     SentencePiece model's SHA-256, and ``meta`` (how it was trained)."""
@@ -287,7 +290,9 @@ def init_distributed(device: torch.device) -> bool:
     return True
 
 
-def build_tatoeba_model(tok: SubwordTokenizer, seed: int = 0, **overrides) -> Transformer:
+def build_tatoeba_model(
+    tok: SubwordTokenizer, seed: int = 0, **overrides
+) -> Transformer:
     torch.manual_seed(seed)
     return make_model(len(tok), len(tok), **{**TATOEBA_MODEL, **overrides})
 
@@ -390,7 +395,9 @@ def train_tatoeba(
             hist.tokens += seen * world
             elapsed = time.perf_counter() - start
             stop = torch.tensor(
-                float(elapsed >= budget or (cfg.max_steps and step >= cfg.max_steps)),
+                float(
+                    elapsed >= budget or bool(cfg.max_steps and step >= cfg.max_steps)
+                ),
                 device=device,
             )
             if world > 1:
