@@ -30,7 +30,6 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .config import TransformerConfig
 from .data import Vocab
 from .decoding import greedy_decode
 from .metrics import Score, bleu, chrf
