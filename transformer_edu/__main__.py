@@ -1,7 +1,10 @@
-"""Command line: python -m transformer_edu {train,translate,bench,demo,export-onnx}
+"""Command line: python -m transformer_edu {train,translate,evaluate,bench,demo,export-onnx}
 
+``--corpus toy`` (default of train/translate) is the generated grammar; ``--corpus
+tatoeba`` is real Japanese (Tatoeba, CC-BY 2.0 FR) and the shipped model.
 Bad input (an empty sentence, only unknown words, a sentence too long, a missing or
-corrupt checkpoint) prints one line to stderr and exits with status 2.
+corrupt checkpoint, an unknown corpus) prints one line to stderr and exits with
+status 2; reading stdin, a bad line prints an empty line (status 2 at the end).
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ def _train_tatoeba(args: argparse.Namespace) -> int:
         "command": command, "seed": args.seed, "minutes": cfg.minutes,
         "commit": _git_commit(), "world_size": world, "device": hist.device,
         "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads",
-        "torch": torch.__version__, "history": hist.to_dict(),
+        "torch": str(torch.__version__), "history": hist.to_dict(),
     }  # fmt: skip
     save_tatoeba_checkpoint(path, model, _tok(), meta)
     path.with_suffix(".json").write_text(json.dumps(meta, indent=1))
@@ -119,29 +122,112 @@ def _load(args: argparse.Namespace):
     return toy_model(path, progress=sys.stderr.isatty())
 
 
-def cmd_translate(args: argparse.Namespace) -> int:
+def _toy_translator(args: argparse.Namespace):
+    """fn(sentence) -> English, with the toy model (unknown words noted on stderr)."""
     from .decoding import translate
 
-    sentence = " ".join(args.sentence).strip()
-    if not sentence:
-        raise ValueError("the sentence is empty")
     model, sv, tv = _load(args)
-    out = translate(model, sentence, sv, tv, beam=args.beam, trace=args.trace)
-    if out.unknown:
-        print(
-            f"unknown words (read as <unk>): {', '.join(out.unknown)}", file=sys.stderr
+
+    def translate_one(sentence: str) -> str:
+        out = translate(model, sentence, sv, tv, beam=args.beam, trace=args.trace)
+        if out.unknown:
+            print(f"unknown words (read as <unk>): {', '.join(out.unknown)}",
+                  file=sys.stderr)  # fmt: skip
+        if args.trace:
+            _print_trace(out, tv)
+        return out.text
+
+    return translate_one
+
+
+def _print_trace(out, tv) -> None:
+    print("encoder reads: " + " / ".join(out.tokens))
+    for step in out.steps:
+        prefix = " ".join(tv.itos[i] for i in step.prefix)
+        top = ", ".join(f"{tv.itos[i]} {p:.2f}" for i, p in
+                        zip(step.top_ids, step.top_probs, strict=True))  # fmt: skip
+        attn = step.cross_attention[-1].mean(0)  # last layer, heads averaged: (S,)
+        focus = out.tokens[int(attn.argmax())] if len(out.tokens) else "?"
+        print(f"given {prefix!r:<24} -> {tv.itos[step.chosen]!r:<8} "
+              f"(top: {top}; looks at {focus})")  # fmt: skip
+
+
+def _load_tatoeba(args: argparse.Namespace):
+    from .tatoeba_train import load_tatoeba_checkpoint
+    from .training import pick_device
+
+    return load_tatoeba_checkpoint(args.checkpoint, pick_device(args.device))
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    """One sentence from the arguments, or one sentence a line from stdin (then one
+    translation a line on stdout; a bad line gives an empty line and a stderr message)."""
+    sentences = [" ".join(args.sentence).strip()] if args.sentence else None
+    if sentences == [""]:
+        raise ValueError("the sentence is empty")
+    if args.corpus == "tatoeba":
+        if args.trace:
+            raise ValueError("--trace is for the toy model")
+        from .tatoeba_train import check_sentence, translate_batch
+
+        model, tok, _ = _load_tatoeba(args)
+
+        def translate_many(batch: list[str]) -> list[str]:
+            alpha = 0.6 if args.alpha is None else args.alpha  # the paper's
+            return translate_batch(model, tok, batch, args.beam, alpha)
+
+        check = check_sentence
+    else:
+        if args.alpha is not None:
+            raise ValueError("--alpha is for --corpus tatoeba")
+        one = _toy_translator(args)
+
+        def translate_many(batch: list[str]) -> list[str]:
+            return [one(s) for s in batch]
+
+        def check(s: str) -> str:
+            s = s.strip()
+            if not s:
+                raise ValueError("the sentence is empty")
+            return s
+
+    if sentences is not None:  # from the command line: errors end the command
+        print(translate_many([check(sentences[0])])[0])
+        return 0
+    lines = sys.stdin.read().splitlines()
+    if not lines:
+        raise ValueError("empty input: give a sentence, or sentences on stdin")
+    good: dict[int, str] = {}
+    for n, line in enumerate(lines):
+        try:
+            good[n] = check(line)
+        except ValueError as e:
+            _err(f"line {n + 1}: {e}")
+    outputs = dict(zip(good, translate_many(list(good.values())), strict=True))
+    for n in range(len(lines)):
+        print(outputs.get(n, ""))
+    return 0 if len(good) == len(lines) else 2
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from .tatoeba import load_tatoeba
+    from .tatoeba_train import evaluate
+
+    if args.corpus != "tatoeba":
+        raise ValueError(
+            "evaluate scores --corpus tatoeba (train prints the toy's scores)"
         )
-    if args.trace:
-        print("encoder reads: " + " / ".join(out.tokens))
-        for step in out.steps:
-            prefix = " ".join(tv.itos[i] for i in step.prefix)
-            top = ", ".join(f"{tv.itos[i]} {p:.2f}" for i, p in
-                            zip(step.top_ids, step.top_probs, strict=True))  # fmt: skip
-            attn = step.cross_attention[-1].mean(0)  # last layer, heads averaged: (S,)
-            focus = out.tokens[int(attn.argmax())] if len(out.tokens) else "?"
-            print(f"given {prefix!r:<24} -> {tv.itos[step.chosen]!r:<8} "
-                  f"(top: {top}; looks at {focus})")  # fmt: skip
-    print(out.text)
+    if args.limit is not None and args.limit < 1:
+        raise ValueError(f"--limit {args.limit} must be at least 1")
+    model, tok, meta = _load_tatoeba(args)
+    pairs = load_tatoeba(args.split)[: args.limit]
+    decoding = "greedy" if args.beam == 1 else f"beam {args.beam}, alpha {args.alpha}"
+    print(f"{args.split}: {len(pairs)} pairs, {decoding}")
+    b, c, hyps = evaluate(model, tok, pairs, args.beam, args.alpha)
+    print(b)
+    print(c)
+    for p, h in list(zip(pairs, hyps, strict=True))[: args.examples]:
+        print(f"\n  ja:  {p.ja}\n  ref: {p.en}\n  out: {h}")
     return 0
 
 
@@ -183,6 +269,13 @@ def cmd_export_onnx(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m transformer_edu", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -205,11 +298,27 @@ def build_parser() -> argparse.ArgumentParser:
     tr = sub.add_parser(
         "translate", help='translate a Japanese sentence, e.g. "私は太郎です"'
     )
-    tr.add_argument("sentence", nargs="+")
+    tr.add_argument("sentence", nargs="*",
+                    help="none: read one sentence a line from stdin")  # fmt: skip
+    tr.add_argument("--corpus", choices=CORPORA, default="toy",
+                    help="toy (default) or tatoeba (the shipped real-Japanese model)")  # fmt: skip
     tr.add_argument("--checkpoint", **ckpt)
-    tr.add_argument("--beam", type=int, default=1, help="beam size (1 = greedy)")
-    tr.add_argument("--trace", action="store_true", help="print each greedy step")
+    tr.add_argument("--beam", type=_positive, default=1, help="beam size (1 = greedy)")
+    tr.add_argument("--alpha", type=float, help="length penalty (tatoeba; default 0.6)")
+    tr.add_argument("--device", help="cpu or cuda (default: cuda if available)")
+    tr.add_argument("--trace", action="store_true", help="print each greedy step (toy)")
     tr.set_defaults(func=cmd_translate)
+
+    ev = sub.add_parser("evaluate", help="BLEU and chrF (sacreBLEU) on a Tatoeba split")
+    ev.add_argument("--corpus", choices=CORPORA, default="tatoeba")
+    ev.add_argument("--split", choices=("dev", "test"), default="test")
+    ev.add_argument("--checkpoint", help="default: the shipped Tatoeba model")
+    ev.add_argument("--beam", type=_positive, default=1, help="beam size (1 = greedy)")
+    ev.add_argument("--alpha", type=float, default=0.6, help="length penalty")
+    ev.add_argument("--limit", type=int, help="only the first N pairs")
+    ev.add_argument("--examples", type=int, default=5, help="examples to print")
+    ev.add_argument("--device", help="cpu or cuda (default: cuda if available)")
+    ev.set_defaults(func=cmd_evaluate)
 
     b = sub.add_parser(
         "bench", help="ours vs nn.Transformer train step; KV-cache speed-up"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import lzma
 import random
+import unicodedata
 from collections.abc import Iterator, Sequence
 from importlib import resources
 from typing import NamedTuple
@@ -30,6 +31,11 @@ SPM_FILE = "tatoeba_spm.model"
 HEADER = "split\tid\tja\ten"
 MAX_JA_CHARS = 30  # the longest Japanese sentence kept (characters, after NFKC)
 CREDIT = "Tatoeba (https://tatoeba.org), CC-BY 2.0 FR"
+
+
+def normalise(text: str) -> str:
+    """NFKC and single spaces, as the corpus was prepared (scripts/prepare_tatoeba.py)."""
+    return " ".join(unicodedata.normalize("NFKC", text).split())
 
 
 class TatoebaPair(NamedTuple):

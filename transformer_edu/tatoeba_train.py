@@ -43,6 +43,7 @@ from .tatoeba import (
     encode_pairs,
     load_tatoeba,
     make_token_batch,
+    normalise,
     token_batches,
 )
 from .training import noam_lr, pick_device
@@ -148,7 +149,9 @@ def load_tatoeba_checkpoint(
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}")
     try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
+        # TorchVersion: the shipped model's meta recorded torch.__version__ as is
+        with torch.serialization.safe_globals([torch.torch_version.TorchVersion]):
+            blob = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
         raise CheckpointError(
             f"{path} is not a readable checkpoint ({e.__class__.__name__})"
@@ -194,8 +197,9 @@ def average_state_dicts(states: list[dict[str, torch.Tensor]]) -> dict:
 
 
 def check_sentence(sentence: str) -> str:
-    """The sentence, stripped; ValueError if empty or longer than the model handles."""
-    s = sentence.strip()
+    """The sentence NFKC-normalised as the corpus is (full-width digits and signs become
+    ASCII) and stripped; ValueError if empty or longer than the model handles."""
+    s = normalise(sentence)
     if not s:
         raise ValueError("the sentence is empty")
     if len(s) > MAX_JA_CHARS:
@@ -218,6 +222,7 @@ def translate_batch(
     """English for each Japanese sentence: greedy (``beam=1``, batched) or beam search
     with the paper's length penalty ``alpha``; at most source length + 50 tokens."""
     device = next(model.parameters()).device
+    sentences = [normalise(s) for s in sentences]
     out: list[str] = []
     if beam > 1:
         from .decoding import beam_search
