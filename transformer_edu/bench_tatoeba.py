@@ -8,6 +8,9 @@ the same token batches in turn (A B, B A, ...), so the machine's load hits both 
 starts this module with 1 rank, then N ranks (gloo, CPU); each rank trains on its own
 batches of ``max_tokens``, so the global batch grows with the ranks and the figure
 compared is tokens per second.
+
+Both time the training steps only: the batches are built before the clock starts,
+and tokens are source + target tokens without padding, as ``train_tatoeba`` counts.
 """
 
 from __future__ import annotations
@@ -320,7 +323,7 @@ def run_ddp(
     print_fn(
         f"torch {torch.__version__}; python -m torch.distributed.run --standalone, "
         f"gloo on the CPU; model: {_describe(model)}; "
-        f"{cfg.steps} timed steps per rank after {cfg.warmup_steps} warm-up, "
+        f"{cfg.steps} timed step(s) per rank after {cfg.warmup_steps} warm-up, "
         f"max_tokens {cfg.max_tokens:,} per rank (the global batch grows with the ranks)"
     )
     for k in (1, n):
