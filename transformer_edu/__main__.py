@@ -232,15 +232,41 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import BenchConfig, run
-
     if args.threads:
         torch.set_num_threads(args.threads)
-    cfg = BenchConfig(reps=args.reps)
+    if args.tatoeba or args.ddp:
+        return _bench_tatoeba(args)
+    if args.steps is not None or args.device or args.nproc is not None:
+        raise ValueError("--steps, --device and --nproc are for --tatoeba or --ddp")
+    from .bench import BenchConfig, run
+
+    cfg = BenchConfig(reps=5 if args.reps is None else args.reps)
     if args.quick:  # a smoke run for tests: tiny sizes, same code path
         cfg = BenchConfig(vocab=50, d_model=32, n_heads=4, n_layers=2, d_ff=64,
                           batch=4, length=8, reps=2, decode_tokens=8)  # fmt: skip
     run(cfg)
+    return 0
+
+
+def _bench_tatoeba(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from .bench_tatoeba import TatoebaBenchConfig, run_ddp, run_tatoeba
+
+    cfg = TatoebaBenchConfig.quick() if args.quick else TatoebaBenchConfig()
+    if args.steps is not None:
+        cfg = replace(cfg, steps=args.steps)
+    if args.tatoeba:
+        if args.reps is not None or args.nproc is not None:
+            raise ValueError(
+                "--reps and --nproc are for --ddp; --tatoeba takes --steps"
+            )
+        run_tatoeba(replace(cfg, device=args.device or "cpu"))
+        return 0
+    if args.device not in (None, "cpu"):
+        raise ValueError(f"--device {args.device}: --ddp runs on the CPU (gloo)")
+    run_ddp(replace(cfg, threads=args.threads, nproc=args.nproc or cfg.nproc,
+                    rounds=args.reps or cfg.rounds))  # fmt: skip
     return 0
 
 
@@ -321,10 +347,27 @@ def build_parser() -> argparse.ArgumentParser:
     ev.set_defaults(func=cmd_evaluate)
 
     b = sub.add_parser(
-        "bench", help="ours vs nn.Transformer train step; KV-cache speed-up"
+        "bench",
+        help="ours vs nn.Transformer train step; KV-cache speed-up; --tatoeba, --ddp",
     )
-    b.add_argument("--threads", type=int, help="torch threads (default: torch's)")
-    b.add_argument("--reps", type=int, default=5)
+    which = b.add_mutually_exclusive_group()
+    which.add_argument("--tatoeba", action="store_true",
+                       help="training tokens/s of ours vs nn.Transformer in the Tatoeba "
+                            "configuration, on real batches, side by side")  # fmt: skip
+    which.add_argument("--ddp", action="store_true",
+                       help="tokens/s of 1 rank vs --nproc ranks under "
+                            "torch.distributed.run (gloo, CPU)")  # fmt: skip
+    b.add_argument("--threads", type=int,
+                   help="torch threads (default: torch's; with --ddp: per rank, "
+                        "default the cores split among the ranks)")  # fmt: skip
+    b.add_argument("--reps", type=int,
+                   help="repetitions (default 5); with --ddp: launches of each size "
+                        "(default 2)")  # fmt: skip
+    b.add_argument(
+        "--steps", type=int, help="timed steps (--tatoeba, --ddp; default 30)"
+    )
+    b.add_argument("--nproc", type=int, help="ranks compared with 1 (--ddp; default 2)")
+    b.add_argument("--device", help="cpu or cuda (--tatoeba; default cpu)")
     b.add_argument("--quick", action="store_true", help="tiny sizes (a smoke test)")
     b.set_defaults(func=cmd_bench)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,26 +17,61 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .config import TransformerConfig
 from .decoding import greedy_decode
 from .embeddings import sinusoidal_table
 from .model import Transformer, make_model
 
 
 class TorchTransformerModel(nn.Module):
-    """nn.Transformer with the same embeddings, positional encoding and generator."""
+    """nn.Transformer with the same embeddings, positional encoding and generator.
+
+    One vocabulary on both sides; ``n_decoder_layers`` (default ``n_layers``),
+    ``norm_first``, ``share_embeddings`` and ``tie_generator`` as in TransformerConfig.
+    ``from_config`` builds the counterpart of one of our models.
+    """
 
     def __init__(self, vocab: int, d_model: int, n_heads: int, n_layers: int, d_ff: int,
-                 dropout: float, max_len: int = 512, pad_idx: int = 0):  # fmt: skip
+                 dropout: float, max_len: int = 512, pad_idx: int = 0, *,
+                 n_decoder_layers: int | None = None, norm_first: bool = False,
+                 share_embeddings: bool = False, tie_generator: bool = False):  # fmt: skip
         super().__init__()
         self.d_model, self.pad_idx = d_model, pad_idx
         self.src_embed = nn.Embedding(vocab, d_model, padding_idx=pad_idx)
-        self.tgt_embed = nn.Embedding(vocab, d_model, padding_idx=pad_idx)
+        self.tgt_embed = (
+            self.src_embed
+            if share_embeddings
+            else nn.Embedding(vocab, d_model, padding_idx=pad_idx)
+        )
         self.register_buffer("pe", sinusoidal_table(max_len, d_model), persistent=False)
         self.dropout = nn.Dropout(dropout)
-        self.transformer = nn.Transformer(
-            d_model, n_heads, n_layers, n_layers, d_ff, dropout, batch_first=True
-        )
+        n_dec = n_layers if n_decoder_layers is None else n_decoder_layers
+        with warnings.catch_warnings():  # pre-LN turns off the (inference) nested path
+            warnings.filterwarnings("ignore", "enable_nested_tensor is True")
+            self.transformer = nn.Transformer(
+                d_model, n_heads, n_layers, n_dec, d_ff, dropout, batch_first=True,
+                norm_first=norm_first,
+            )  # fmt: skip
         self.generator = nn.Linear(d_model, vocab)
+        if tie_generator:  # paper §3.4, as our tie_generator
+            self.generator.weight = self.tgt_embed.weight
+
+    @classmethod
+    def from_config(cls, c: TransformerConfig) -> TorchTransformerModel:
+        """The nn.Transformer counterpart of ``Transformer(c)``: same sizes, same
+        parameter count (nn.Transformer always has the stacks' final LayerNorms)."""
+        unsupported = {
+            "src_vocab_size != tgt_vocab_size": c.src_vocab_size != c.tgt_vocab_size,
+            f"positional={c.positional!r}": c.positional != "sinusoidal",
+            "no final LayerNorm": not c.use_final_norm,
+        }
+        bad = [k for k, v in unsupported.items() if v]
+        if bad:
+            raise ValueError(f"nn.Transformer has no counterpart for {', '.join(bad)}")
+        return cls(c.src_vocab_size, c.d_model, c.n_heads, c.n_encoder_layers, c.d_ff,
+                   c.dropout, c.max_len, c.pad_idx, n_decoder_layers=c.n_decoder_layers,
+                   norm_first=c.norm_first, share_embeddings=c.share_embeddings,
+                   tie_generator=c.tie_generator)  # fmt: skip
 
     def _embed(self, emb: nn.Embedding, ids: Tensor) -> Tensor:
         return self.dropout(emb(ids) * math.sqrt(self.d_model) + self.pe[: ids.size(1)])

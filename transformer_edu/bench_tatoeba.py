@@ -1,0 +1,355 @@
+"""Benchmarks on real Tatoeba batches: ours vs nn.Transformer, and DDP scaling.
+
+``run_tatoeba``: our ``Transformer`` and its ``nn.Transformer`` counterpart, both in the
+shipped configuration (``TATOEBA_MODEL``), take ``train_tatoeba``'s training step on
+the same token batches in turn (A B, B A, ...), so the machine's load hits both alike.
+
+``run_ddp``: PyTorch's launcher (``python -m torch.distributed.run --standalone``)
+starts this module with 1 rank, then N ranks (gloo, CPU); each rank trains on its own
+batches of ``max_tokens``, so the global batch grows with the ranks and the figure
+compared is tokens per second.
+
+Both time the training steps only: the batches are built before the clock starts,
+and tokens are source + target tokens without padding, as ``train_tatoeba`` counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from .bench import TorchTransformerModel
+from .config import TransformerConfig
+from .data import Vocab
+from .model import count_parameters
+from .tatoeba import (
+    Encoded,
+    TokenBatch,
+    default_tokenizer,
+    encode_pairs,
+    load_tatoeba,
+    make_token_batch,
+    token_batches,
+)
+from .tatoeba_train import (
+    TATOEBA_MODEL,
+    TatoebaTrainConfig,
+    _dist_info,
+    build_tatoeba_model,
+    init_distributed,
+)
+from .training import noam_lr
+
+
+@dataclass
+class TatoebaBenchConfig:
+    """Sizes of the Tatoeba benchmarks (defaults: the shipped model's training)."""
+
+    steps: int = 30  # timed training steps per model (per rank with --ddp)
+    warmup_steps: int = 2  # untimed steps first: allocations, Adam state, DDP buckets
+    max_tokens: int = 6000  # padded source + target tokens per batch (per rank)
+    pairs: int | None = None  # the first N training pairs only (None: all of them)
+    model: dict = field(default_factory=dict)  # overrides of TATOEBA_MODEL
+    seed: int = 0
+    device: str = "cpu"  # run_tatoeba only; DDP runs on the CPU (gloo)
+    nproc: int = 2  # run_ddp: ranks compared with 1
+    threads: int | None = None  # run_ddp: torch threads per rank (None: split cores)
+    rounds: int = 2  # run_ddp: launches of each size, in the order 1 N N 1 ...
+    timeout_s: float = 1800.0  # run_ddp: per launch
+
+    def __post_init__(self) -> None:
+        for name, low in (("steps", 1), ("warmup_steps", 0), ("max_tokens", 1),
+                          ("nproc", 1), ("rounds", 1)):  # fmt: skip
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < low:
+                raise ValueError(f"{name}={value!r} must be an integer >= {low}")
+
+    @classmethod
+    def quick(cls) -> TatoebaBenchConfig:
+        """Tiny sizes, the same code paths: a smoke test."""
+        return cls(steps=2, warmup_steps=1, max_tokens=300, pairs=400, rounds=1,
+                   model=dict(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1,
+                              n_decoder_layers=1))  # fmt: skip
+
+
+def tatoeba_train_step(
+    model: nn.Module,
+    d_model: int,
+    cfg: TatoebaTrainConfig | None = None,
+    net: nn.Module | None = None,
+    world: int = 1,
+) -> Callable[[TokenBatch], float]:
+    """``train_tatoeba``'s step for any model (keep the two in step): Adam with the
+    warm-up schedule, the label-smoothed loss summed and divided by the global count of
+    target tokens, clipping. ``net`` is the DDP wrapper, if any. Returns the loss."""
+    cfg = cfg or TatoebaTrainConfig()
+    net = net or model
+    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: noam_lr(s + 1, d_model, cfg.warmup, cfg.lr_factor)
+    )
+
+    def step(b: TokenBatch) -> float:
+        ntok = torch.tensor(float(b.ntokens), device=b.src.device)
+        if world > 1:
+            dist.all_reduce(ntok)  # the global number of target tokens
+        logits = net(b.src, b.tgt_in)
+        loss_sum = F.cross_entropy(
+            logits.flatten(0, 1), b.tgt_out.flatten(), ignore_index=Vocab.PAD,
+            label_smoothing=cfg.label_smoothing, reduction="sum",
+        )  # fmt: skip
+        loss = loss_sum * world / ntok
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.clip_grad_norm:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm)
+        opt.step()
+        sched.step()
+        return loss.item() / world  # .item() waits for the device, as train_tatoeba
+
+    return step
+
+
+def _batch_index(
+    cfg: TatoebaBenchConfig, rank: int = 0, world: int = 1
+) -> tuple[Encoded, list[list[int]]]:
+    """The encoded pairs and the first warm-up + timed batches of epoch 1's shuffled
+    order (this rank's share, as train_tatoeba shards them)."""
+    pairs = load_tatoeba("train")[: cfg.pairs]
+    data = encode_pairs(pairs, default_tokenizer())
+    index = token_batches(data, cfg.max_tokens, cfg.seed, True, rank, world)
+    need = cfg.warmup_steps + cfg.steps
+    if len(index) < need:
+        raise ValueError(
+            f"{len(pairs)} training pairs make {len(index)} batches of max_tokens="
+            f"{cfg.max_tokens} per rank for {world} rank(s); the bench needs "
+            f"warmup_steps + steps = {need}"
+        )
+    return data, index[:need]
+
+
+def _batches(
+    cfg: TatoebaBenchConfig, device: torch.device, rank: int = 0, world: int = 1
+) -> tuple[list[TokenBatch], list[int]]:
+    """The batches on ``device`` and each one's source + target tokens (no padding)."""
+    data, index = _batch_index(cfg, rank, world)
+    batches = [make_token_batch(data, i).to(device) for i in index]
+    return batches, [int((b.src != Vocab.PAD).sum()) + b.ntokens for b in batches]
+
+
+def _threads(n: int) -> str:
+    return f"{n} thread{'s' if n != 1 else ''}"
+
+
+def _timed(step: Callable[[TokenBatch], float], b: TokenBatch) -> float:
+    start = time.perf_counter()
+    step(b)
+    return time.perf_counter() - start
+
+
+def _describe(c: TransformerConfig) -> str:
+    return (
+        f"d_model {c.d_model}, {c.n_heads} heads, d_ff {c.d_ff}, "
+        f"{c.n_encoder_layers}+{c.n_decoder_layers} layers, "
+        f"{'pre' if c.norm_first else 'post'}-LN, vocabulary {c.src_vocab_size:,}"
+        f"{', shared' if c.share_embeddings else ''}"
+        f"{', tied generator' if c.tie_generator else ''}"
+    )
+
+
+def run_tatoeba(
+    cfg: TatoebaBenchConfig, print_fn: Callable[[str], None] = print
+) -> dict[str, float]:
+    """Training tokens/s of ours and of nn.Transformer, side by side; the last line
+    printed is the time ratio ours/nn.Transformer (below 1: ours faster)."""
+    device = torch.device(cfg.device)
+    batches, tokens = _batches(cfg, device)
+    ours = build_tatoeba_model(default_tokenizer(), cfg.seed, **cfg.model).to(device)
+    torch.manual_seed(cfg.seed)
+    theirs = TorchTransformerModel.from_config(ours.config).to(device)
+    n_ours, n_theirs = count_parameters(ours), count_parameters(theirs)
+    if n_ours != n_theirs:
+        raise RuntimeError(
+            f"not the same configuration: ours has {n_ours:,} parameters, "
+            f"nn.Transformer's {n_theirs:,}"
+        )
+    d_model = ours.config.d_model
+    steps = {"ours": tatoeba_train_step(ours, d_model),
+             "torch": tatoeba_train_step(theirs, d_model)}  # fmt: skip
+    ours.train()
+    theirs.train()
+    for b in batches[: cfg.warmup_steps]:
+        for step in steps.values():
+            step(b)
+    timed, timed_tokens = batches[cfg.warmup_steps :], tokens[cfg.warmup_steps :]
+    times: dict[str, list[float]] = {"ours": [], "torch": []}
+    for i, b in enumerate(timed):  # A B, B A, ...: drift in load hits both alike
+        for name in ("ours", "torch") if i % 2 == 0 else ("torch", "ours"):
+            times[name].append(_timed(steps[name], b))
+    total = sum(timed_tokens)
+    t_ours, t_theirs = sum(times["ours"]), sum(times["torch"])
+    per_batch = statistics.median(
+        o / t for o, t in zip(times["ours"], times["torch"], strict=True)
+    )
+    print_fn(
+        f"torch {torch.__version__}, {_threads(torch.get_num_threads())}, {device}; "
+        f"Tatoeba configuration: {_describe(ours.config)}; {n_ours:,} parameters each"
+    )
+    print_fn(
+        f"{len(timed)} real Tatoeba batches (max_tokens {cfg.max_tokens:,}; "
+        f"{total:,} source + target tokens), each trained on by both models in turn "
+        f"(train_tatoeba's step) after {cfg.warmup_steps} warm-up step(s)"
+    )
+    print_fn(
+        f"ours {total / t_ours:,.0f} tokens/s ({t_ours:.2f} s), nn.Transformer "
+        f"{total / t_theirs:,.0f} tokens/s ({t_theirs:.2f} s); "
+        f"median per-batch time ratio {per_batch:.3f}"
+    )
+    ratio = t_ours / t_theirs
+    print_fn(
+        f"time ratio ours/nn.Transformer: {ratio:.3f} "
+        f"(below 1: ours faster; target <= 1.0)"
+    )
+    return {"tokens": total, "ours_s": t_ours, "torch_s": t_theirs,
+            "ours_tokens_per_s": total / t_ours, "torch_tokens_per_s": total / t_theirs,
+            "time_ratio": ratio, "median_batch_ratio": per_batch}  # fmt: skip
+
+
+# --- DDP scaling ---------------------------------------------------------------------
+
+
+def ddp_worker(cfg: TatoebaBenchConfig, out: Path | None) -> dict | None:
+    """One rank under torchrun: train ``steps`` timed steps on this rank's batches;
+    rank 0 writes the global tokens/s to ``out`` (JSON) and returns it."""
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    device = torch.device("cpu")
+    init_distributed(device)  # gloo when torchrun says WORLD_SIZE > 1
+    rank, world = _dist_info()
+    try:
+        batches, tokens = _batches(cfg, device, rank, world)
+        model = build_tatoeba_model(default_tokenizer(), cfg.seed, **cfg.model)
+        net = nn.parallel.DistributedDataParallel(model) if world > 1 else model
+        step = tatoeba_train_step(model, model.config.d_model, net=net, world=world)
+        model.train()
+        for b in batches[: cfg.warmup_steps]:
+            step(b)
+        if world > 1:
+            dist.barrier()
+        start = time.perf_counter()
+        for b in batches[cfg.warmup_steps :]:
+            loss = step(b)
+        seconds = time.perf_counter() - start
+        total = torch.tensor([float(sum(tokens[cfg.warmup_steps :])), seconds])
+        if world > 1:  # all ranks' tokens over the slowest rank's time
+            dist.all_reduce(total[:1])
+            dist.all_reduce(total[1:], op=dist.ReduceOp.MAX)
+    finally:
+        if world > 1:
+            dist.destroy_process_group()
+    if rank != 0:
+        return None
+    result = {"world": world, "threads": torch.get_num_threads(), "steps": cfg.steps,
+              "tokens": int(total[0]), "seconds": float(total[1]),
+              "tokens_per_s": float(total[0] / total[1]), "last_loss": loss}  # fmt: skip
+    if out is not None:
+        out.write_text(json.dumps(result))
+    return result
+
+
+def launch_command(cfg: TatoebaBenchConfig, nproc: int, out: Path) -> list[str]:
+    """PyTorch's launcher running ``ddp_worker`` on ``nproc`` ranks of this machine."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+            f"--nproc_per_node={nproc}", "-m", __name__,
+            "--config", json.dumps(asdict(cfg)), "--out", str(out)]  # fmt: skip
+
+
+def _launch(cfg: TatoebaBenchConfig, nproc: int, threads: int) -> dict:
+    root = str(Path(__file__).resolve().parent.parent)  # the package importable
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": str(threads)}
+    cfg = TatoebaBenchConfig(**{**asdict(cfg), "threads": threads})
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "result.json"
+        cmd = launch_command(cfg, nproc, out)
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                              timeout=cfg.timeout_s)  # fmt: skip
+        if proc.returncode != 0 or not out.is_file():
+            tail = (proc.stdout + proc.stderr).strip().splitlines()[-15:]
+            raise RuntimeError(
+                f"torch.distributed.run with {nproc} rank(s) exited with status "
+                f"{proc.returncode}:\n" + "\n".join(tail)
+            )
+        result = json.loads(out.read_text())
+    if result["world"] != nproc:
+        raise RuntimeError(
+            f"asked for {nproc} rank(s), the worker saw {result['world']}"
+        )
+    return result
+
+
+def run_ddp(
+    cfg: TatoebaBenchConfig, print_fn: Callable[[str], None] = print
+) -> dict[str, float]:
+    """Tokens/s of 1 rank and of ``nproc`` ranks under torch.distributed.run (gloo),
+    the same batch size per rank; the last line printed is the speed-up."""
+    n = cfg.nproc
+    if n < 2:
+        raise ValueError(f"nproc={n}: compare 1 rank with at least 2")
+    _batch_index(cfg, 0, n)  # enough batches? (a clear error before launching)
+    vocab = len(default_tokenizer())
+    model = TransformerConfig(vocab, vocab, **{**TATOEBA_MODEL, **cfg.model})
+    cores = torch.get_num_threads()
+    threads = {1: cfg.threads or cores, n: cfg.threads or max(1, cores // n)}
+    runs: dict[int, list[dict]] = {1: [], n: []}
+    for r in range(cfg.rounds):  # 1 N, N 1, ...: drift in load hits both alike
+        for size in (1, n) if r % 2 == 0 else (n, 1):
+            runs[size].append(_launch(cfg, size, threads[size]))
+    rate = {k: statistics.median(x["tokens_per_s"] for x in v) for k, v in runs.items()}
+    print_fn(
+        f"torch {torch.__version__}; python -m torch.distributed.run --standalone, "
+        f"gloo on the CPU; model: {_describe(model)}; "
+        f"{cfg.steps} timed step(s) per rank after {cfg.warmup_steps} warm-up, "
+        f"max_tokens {cfg.max_tokens:,} per rank (the global batch grows with the ranks)"
+    )
+    for k in (1, n):
+        print_fn(
+            f"{k} rank{'s' if k > 1 else ''} x {_threads(threads[k])}: "
+            f"{rate[k]:,.0f} tokens/s "
+            f"(median of {len(runs[k])} launch{'es' if len(runs[k]) > 1 else ''})"
+        )
+    speedup = rate[n] / rate[1]
+    print_fn(
+        f"speed-up {n} ranks / 1 rank: {speedup:.2f}x tokens/s "
+        f"(ideal {n:.2f}x; efficiency {speedup / n:.0%})"
+    )
+    return {"tokens_per_s_1": rate[1], f"tokens_per_s_{n}": rate[n],
+            "speedup": speedup}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The worker torchrun starts: ``--config`` (JSON of TatoebaBenchConfig), ``--out``."""
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("--config", required=True)
+    p.add_argument("--out", type=Path)
+    args = p.parse_args(argv)
+    ddp_worker(TatoebaBenchConfig(**json.loads(args.config)), args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
