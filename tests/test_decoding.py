@@ -91,3 +91,102 @@ def test_translate_accepts_spaces_between_words(space):
     plain = translate(model, "私は太郎です", sv, tv)
     assert spaced.tokens == ["私", "は", "太郎", "です"] and spaced.unknown == []
     assert spaced.text == plain.text
+
+
+# --- the length penalty (issue 12) -------------------------------------------------
+
+
+def test_length_penalty_against_hand_computed_values():
+    from transformer_edu.decoding import length_penalty
+
+    # ((5 + |Y|) / 6) ** 0.6: |Y| = 1 -> 1; 7 -> 2 ** 0.6; 10 -> 2.5 ** 0.6
+    assert length_penalty(1, 0.6) == pytest.approx(1.0)
+    assert length_penalty(7, 0.6) == pytest.approx(1.5157166, abs=1e-7)
+    assert length_penalty(10, 0.6) == pytest.approx(1.7328621, abs=1e-7)
+    assert length_penalty(5, 0.6) == pytest.approx(1.3586552, abs=1e-7)
+    assert length_penalty(37, 0.0) == 1.0
+
+
+class _ScriptedModel(torch.nn.Module):
+    """A stand-in for Transformer whose next-token probabilities are a fixed table of
+    the prefix, so a beam search can be worked out by hand. Ids: 2 EOS, 3 a, 4 b, 5 c.
+
+    After BOS: EOS .35, a .29, b .36. a a a a EOS has P = .29 x .99^4 (a then a with
+    .99 each, EOS after four a's with .99); b... never ends (b or c, .5 each).
+    """
+
+    V = 6
+
+    @staticmethod
+    def table(prefix: tuple[int, ...]) -> dict[int, float]:
+        if not prefix:
+            return {Vocab.EOS: 0.35, 3: 0.29, 4: 0.36}
+        if set(prefix) == {3}:
+            if len(prefix) < 4:
+                return {3: 0.99, Vocab.EOS: 0.005, 4: 0.005}
+            return {Vocab.EOS: 0.99, 3: 0.01}
+        return {4: 0.5, 5: 0.5}
+
+    def encode(self, src):
+        return torch.zeros(1, src.size(1), 1), torch.ones(1, 1, 1, src.size(1)).bool()
+
+    def decode(self, ys, memory, src_mask):
+        probs = torch.full((ys.size(0), ys.size(1), self.V), 1e-12)
+        for k, row in enumerate(ys.tolist()):
+            for tok, p in self.table(tuple(row[1:])).items():
+                probs[k, -1, tok] = p
+        return probs.log()  # the generator below is the identity: these are logits
+
+    def generator(self, x):
+        return x
+
+
+def test_beam_search_length_penalty_prefers_the_longer_hypothesis():
+    """Without a penalty the one-token output (P .35) beats a a a a EOS
+    (P .29 x .99^4 = .2786); with α = 0.6 the scores are log P / lp:
+    log .35 / 1 = -1.0498 against log .2786 / (10/6) ** .6 = -1.2781 / 1.3586 = -0.9407.
+    """
+    src = torch.zeros(1, 3, dtype=torch.long)
+    plain = beam_search(_ScriptedModel(), src, beam_size=3, alpha=0.0, max_len=10)
+    assert plain[0][0] == [Vocab.EOS]
+    assert plain[0][1] == pytest.approx(-1.049822, abs=1e-5)
+    assert [3, 3, 3, 3, Vocab.EOS] not in [h for h, _ in plain]
+    pen = beam_search(_ScriptedModel(), src, beam_size=3, alpha=0.6, max_len=10)
+    assert pen[0][0] == [3, 3, 3, 3, Vocab.EOS]
+    assert pen[0][1] == pytest.approx(-0.940692, abs=1e-5)
+    assert pen[1] == ([Vocab.EOS], pytest.approx(-1.049822, abs=1e-5))
+
+
+# --- the meta device: tensors made on the wrong device (issue 12) ------------------
+
+
+@torch.no_grad()
+def test_decoding_steps_run_on_the_meta_device():
+    """A tensor made on the CPU by mistake (a mask, positions, the cache) raises when
+    it meets meta tensors, so this catches it without a GPU. A whole decode cannot run
+    on meta: it reads the chosen ids back into Python (.tolist(), bool()) and a meta
+    tensor has no values. So: the steps, with and without the cache, and beam search's
+    batch of prefixes; greedy_decode runs its loop and fails only when reading back."""
+    from transformer_edu.decoding import _next_log_probs
+
+    torch.manual_seed(0)
+    model = make_model(30, 30, n_layers=2, d_model=32, n_heads=4, d_ff=64)
+    model = model.to("meta").eval()
+    src = torch.randint(4, 30, (2, 7)).to("meta")
+    memory, src_mask = model.encode(src)
+    assert memory.is_meta and src_mask.is_meta
+    ys = torch.full((2, 1), Vocab.BOS, device="meta")
+    cache = model.decoder.new_cache()
+    for _ in range(3):
+        cached = _next_log_probs(model, ys, memory, src_mask, cache)
+        plain = _next_log_probs(model, ys, memory, src_mask, None)
+        ys = torch.cat([ys, cached.argmax(dim=-1)[:, None]], dim=1)
+    assert cached.is_meta and plain.shape == cached.shape == (2, 30)
+    one, one_mask = model.encode(src[:1])
+    K = ys.size(0)
+    logp = _next_log_probs(model, ys, one.expand(K, -1, -1),
+                           one_mask.expand(K, -1, -1, -1), None)  # fmt: skip
+    top, idx = logp.flatten().topk(3)
+    assert top.is_meta and idx.shape == (3,)
+    with pytest.raises(NotImplementedError, match="Cannot copy out of meta tensor"):
+        greedy_decode(model, src, max_len=3, stop_at_eos=False)

@@ -75,6 +75,8 @@ class TatoebaTrainConfig:
     eval_sentences: int = 500  # dev sentences scored at each interval
     keep_last: int = 5  # checkpoints averaged at the end
     max_steps: int | None = None  # stop earlier (tests)
+    batches_per_step: int = 1  # >1: train on that many consecutive batches at once,
+    # as that many torchrun ranks do together (tests compare one process with DDP)
     seed: int = 0
     device: str | None = None
 
@@ -327,6 +329,10 @@ def train_tatoeba(
     train_pairs = train_pairs if train_pairs is not None else load_tatoeba("train")
     dev_pairs = dev_pairs if dev_pairs is not None else load_tatoeba("dev")
     dev_pairs = dev_pairs[: cfg.eval_sentences]
+    if not train_pairs:
+        raise ValueError("no training pairs")
+    if cfg.batches_per_step < 1:
+        raise ValueError(f"batches_per_step={cfg.batches_per_step} must be at least 1")
     data = encode_pairs(train_pairs, tok)
     dev_data = encode_pairs(dev_pairs, tok)
     net: torch.nn.Module = model
@@ -373,11 +379,21 @@ def train_tatoeba(
         epoch += 1
         seed = cfg.seed * 1_000_003 + epoch
         shard = token_batches(data, cfg.max_tokens, seed, True, rank, world)
+        k = cfg.batches_per_step
+        shard = [sum(shard[i : i + k], []) for i in range(0, len(shard) - k + 1, k)]
+        if not shard:  # else the loop below would start new epochs forever
+            raise ValueError(
+                f"{len(train_pairs)} training pairs make fewer batches of "
+                f"max_tokens={cfg.max_tokens} than ranks x batches_per_step = "
+                f"{world} x {k}"
+            )
         for n_batch, idx in enumerate(shard):
             b = make_token_batch(data, idx).to(device)
-            ntok = torch.tensor(float(b.ntokens), device=device)
+            seen = int((b.src != Vocab.PAD).sum()) + b.ntokens
+            counts = torch.tensor([float(b.ntokens), float(seen)], device=device)
             if world > 1:
-                dist.all_reduce(ntok)  # the global number of target tokens
+                dist.all_reduce(counts)  # global target tokens and tokens seen
+            ntok = counts[0]
             logits = net(b.src, b.tgt_in)
             loss_sum = F.cross_entropy(
                 logits.flatten(0, 1), b.tgt_out.flatten(), ignore_index=Vocab.PAD,
@@ -393,10 +409,13 @@ def train_tatoeba(
             opt.step()
             sched.step()
             step += 1
-            seen = int((b.src != Vocab.PAD).sum()) + b.ntokens
-            hist.step_loss.append(loss.item() / world)
-            tok_window += seen * world
-            hist.tokens += seen * world
+            # the global batch's loss per target token (each rank holds its share)
+            step_loss = loss_sum.detach() / ntok
+            if world > 1:
+                dist.all_reduce(step_loss)
+            hist.step_loss.append(step_loss.item())
+            tok_window += int(counts[1])
+            hist.tokens += int(counts[1])
             elapsed = time.perf_counter() - start
             stop = torch.tensor(
                 float(
@@ -413,7 +432,7 @@ def train_tatoeba(
                 if time.perf_counter() - t_window > 5:
                     rate = tok_window / (time.perf_counter() - t_window)
                     bar.set_postfix(epoch=epoch, step=step,
-                                    loss=f"{loss.item() / world:.3f}",
+                                    loss=f"{hist.step_loss[-1]:.3f}",
                                     tok_s=f"{rate:,.0f}")  # fmt: skip
                     tok_window, t_window = 0, time.perf_counter()
                 bar.n = min(round(time.perf_counter() - start), bar.total)
@@ -426,7 +445,7 @@ def train_tatoeba(
     hist.steps = step
     if rank == 0:
         evaluate_now(time.perf_counter() - start)
-        if len(kept) > 1:
+        if len(kept) > 1 and dev_pairs:  # nothing to choose by without dev pairs
             current = copy.deepcopy(model.state_dict())
             model.load_state_dict(average_state_dicts(kept))
             model.eval()
@@ -439,7 +458,7 @@ def train_tatoeba(
             model.load_state_dict(best_state)
         elif hist.averaged:
             model.load_state_dict(average_state_dicts(kept))
-        hist.final_bleu = best_bleu
+        hist.final_bleu = best_bleu if dev_pairs else float("nan")
     hist.seconds = time.perf_counter() - start
     model.eval()
     return model, hist
