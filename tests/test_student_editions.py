@@ -1,4 +1,4 @@
-"""Chapters 1-10 and 13: every end-of-chapter exercise has a hidden solution, and each
+"""Chapters 1-10, 12 and 13: every end-of-chapter exercise has a hidden solution, and each
 chapter's student edition (student/<chapter>.ipynb) holds none of them.
 
 (nbval runs student/*.ipynb top to bottom in `make test`; test_grading.py checks that
@@ -50,7 +50,7 @@ def _exercise_cells(path: Path) -> list:
 
 
 def test_the_chapters_with_exercises_are_found():
-    expected = [f"{n:02d}" for n in (*range(1, 11), 13)]
+    expected = [f"{n:02d}" for n in (*range(1, 11), 12, 13)]
     assert [p.name[:2] for p in EXERCISE_CHAPTERS] == expected
 
 
