@@ -319,9 +319,10 @@ def train_tatoeba(
     """
     cfg = config or TatoebaTrainConfig()
     tok = tok or default_tokenizer()
-    if cfg.device is None and "LOCAL_RANK" in os.environ and torch.cuda.is_available():
-        cfg.device = f"cuda:{os.environ['LOCAL_RANK']}"
     device = pick_device(cfg.device)
+    if device.type == "cuda" and device.index is None and "LOCAL_RANK" in os.environ:
+        # under torchrun, one GPU per rank (the caller's config is left as it was)
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
     init_distributed(device)
     rank, world = _dist_info()
     model = model or build_tatoeba_model(tok, cfg.seed)
