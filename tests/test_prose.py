@@ -124,3 +124,26 @@ def test_the_figure_check_can_fail():
         "P_drop = 0.1, the 1s of a mask"
     )
     assert typed_figures(ok) == []
+
+
+GLUE_ROLE = re.compile(r"\{glue(?::\w+)?\}`([^`]*)`")
+GLUE_CONTENT = re.compile(r"[A-Za-z0-9_]+(?::[^`{}\n]*)?")
+
+
+@pytest.mark.parametrize("path", pages(), ids=lambda p: p.stem)
+def test_every_glue_role_is_closed(path):
+    """`name:.1f}` (a brace for a backtick) swallows the prose up to the next backtick;
+    the build fails only at the end of a long run, this fails at once."""
+    bad = [
+        m.group(1)[:60]
+        for source in markdown_of(path)
+        for m in GLUE_ROLE.finditer(source)
+        if not GLUE_CONTENT.fullmatch(m.group(1))
+    ]
+    assert not bad, f"malformed glue roles in {path.relative_to(ROOT)}: {bad}"
+
+
+def test_the_glue_role_check_can_fail():
+    text = "BLEU {glue:text}`ch12_b:.1f} and chrF {glue:text}`ch12_c:.1f`"
+    assert not GLUE_CONTENT.fullmatch(GLUE_ROLE.search(text).group(1))
+    assert GLUE_CONTENT.fullmatch(GLUE_ROLE.search("{glue:text}`ch12_c:.1f`").group(1))
