@@ -29,7 +29,6 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 
 from .bench import TorchTransformerModel
@@ -51,8 +50,9 @@ from .tatoeba_train import (
     _dist_info,
     build_tatoeba_model,
     init_distributed,
+    make_optimizer,
+    train_step,
 )
-from .training import noam_lr
 
 
 @dataclass
@@ -93,33 +93,15 @@ def tatoeba_train_step(
     net: nn.Module | None = None,
     world: int = 1,
 ) -> Callable[[TokenBatch], float]:
-    """``train_tatoeba``'s step for any model (keep the two in step): Adam with the
-    warm-up schedule, the label-smoothed loss summed and divided by the global count of
-    target tokens, clipping. ``net`` is the DDP wrapper, if any. Returns the loss."""
+    """``train_tatoeba``'s optimizer and step (``train_step``) for any model, e.g. its
+    ``nn.Transformer`` twin. ``net`` is the DDP wrapper, if any. Returns the loss."""
     cfg = cfg or TatoebaTrainConfig()
     net = net or model
-    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: noam_lr(s + 1, d_model, cfg.warmup, cfg.lr_factor)
-    )
+    opt, sched = make_optimizer(model, d_model, cfg)
 
     def step(b: TokenBatch) -> float:
-        ntok = torch.tensor(float(b.ntokens), device=b.src.device)
-        if world > 1:
-            dist.all_reduce(ntok)  # the global number of target tokens
-        logits = net(b.src, b.tgt_in)
-        loss_sum = F.cross_entropy(
-            logits.flatten(0, 1), b.tgt_out.flatten(), ignore_index=Vocab.PAD,
-            label_smoothing=cfg.label_smoothing, reduction="sum",
-        )  # fmt: skip
-        loss = loss_sum * world / ntok
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.clip_grad_norm:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm)
-        opt.step()
-        sched.step()
-        return loss.item() / world  # .item() waits for the device, as train_tatoeba
+        # .item() waits for the device, as train_tatoeba does
+        return train_step(net, opt, sched, b, cfg, world)[0].item()
 
     return step
 

@@ -39,6 +39,7 @@ from .tatoeba import (
     Encoded,
     SubwordTokenizer,
     TatoebaPair,
+    TokenBatch,
     default_tokenizer,
     encode_pairs,
     load_tatoeba,
@@ -296,6 +297,52 @@ def init_distributed(device: torch.device) -> bool:
     return True
 
 
+def make_optimizer(
+    model: torch.nn.Module, d_model: int, cfg: TatoebaTrainConfig
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+    """Adam (β 0.9/0.98, ε 1e-9) with the paper's warm-up schedule, as §5.3."""
+    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: noam_lr(s + 1, d_model, cfg.warmup, cfg.lr_factor)
+    )
+    return opt, sched
+
+
+def train_step(
+    net: torch.nn.Module,
+    opt: torch.optim.Optimizer,
+    sched: torch.optim.lr_scheduler.LRScheduler,
+    b: TokenBatch,
+    cfg: TatoebaTrainConfig,
+    world: int = 1,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One optimizer step on ``b`` (``net``: the model, or its DDP wrapper).
+
+    Returns this rank's share of the global batch's loss per target token, and the
+    global (target tokens, source + target tokens seen), all-reduced in one call.
+    """
+    seen = int((b.src != Vocab.PAD).sum()) + b.ntokens
+    counts = torch.tensor([float(b.ntokens), float(seen)], device=b.src.device)
+    if world > 1:
+        dist.all_reduce(counts)  # global target tokens and tokens seen
+    ntok = counts[0]
+    logits = net(b.src, b.tgt_in)
+    loss_sum = F.cross_entropy(
+        logits.flatten(0, 1), b.tgt_out.flatten(), ignore_index=Vocab.PAD,
+        label_smoothing=cfg.label_smoothing, reduction="sum",
+    )  # fmt: skip
+    # DDP averages gradients over ranks: scale so the result is the gradient
+    # of (sum over all ranks' tokens) / (global token count)
+    loss = loss_sum * world / ntok
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if cfg.clip_grad_norm:
+        torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.clip_grad_norm)
+    opt.step()
+    sched.step()
+    return loss_sum.detach() / ntok, counts
+
+
 def build_tatoeba_model(
     tok: SubwordTokenizer, seed: int = 0, **overrides
 ) -> Transformer:
@@ -341,11 +388,7 @@ def train_tatoeba(
         net = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None
         )
-    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    d_model = model.config.d_model
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: noam_lr(s + 1, d_model, cfg.warmup, cfg.lr_factor)
-    )
+    opt, sched = make_optimizer(model, model.config.d_model, cfg)
     hist = TatoebaHistory(world_size=world, device=str(device))
     kept: list[dict] = []  # the last checkpoints (CPU copies)
     best_bleu, best_state = -1.0, None
@@ -390,29 +433,9 @@ def train_tatoeba(
             )
         for n_batch, idx in enumerate(shard):
             b = make_token_batch(data, idx).to(device)
-            seen = int((b.src != Vocab.PAD).sum()) + b.ntokens
-            counts = torch.tensor([float(b.ntokens), float(seen)], device=device)
-            if world > 1:
-                dist.all_reduce(counts)  # global target tokens and tokens seen
-            ntok = counts[0]
-            logits = net(b.src, b.tgt_in)
-            loss_sum = F.cross_entropy(
-                logits.flatten(0, 1), b.tgt_out.flatten(), ignore_index=Vocab.PAD,
-                label_smoothing=cfg.label_smoothing, reduction="sum",
-            )  # fmt: skip
-            # DDP averages gradients over ranks: scale so the result is the gradient
-            # of (sum over all ranks' tokens) / (global token count)
-            loss = loss_sum * world / ntok
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.clip_grad_norm:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm)
-            opt.step()
-            sched.step()
+            step_loss, counts = train_step(net, opt, sched, b, cfg, world)
             step += 1
-            # the global batch's loss per target token (each rank holds its share)
-            step_loss = loss_sum.detach() / ntok
-            if world > 1:
+            if world > 1:  # each rank holds its share of the global batch's loss
                 dist.all_reduce(step_loss)
             hist.step_loss.append(step_loss.item())
             tok_window += int(counts[1])
