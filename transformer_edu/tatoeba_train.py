@@ -1,7 +1,8 @@
 """Training on real Japanese (Tatoeba) within a time budget, on one process or several.
 
 The same ``Transformer`` as the toy, trained the paper's way (token-count batches,
-dropout 0.1, label smoothing 0.1, Adam with warm-up) but stopped by the clock:
+dropout 0.1, label smoothing 0.1, Adam with warm-up) but stopped by the clock, the
+learning rate annealed to 0 over the budget's last fifth:
 ``train_tatoeba(minutes=...)`` evaluates dev BLEU at intervals, keeps the last
 checkpoints and, at the end, their average when that scores higher (paper §6.1
 averages the last 5 checkpoints).
@@ -70,6 +71,8 @@ class TatoebaTrainConfig:
     max_tokens: int = 6000  # padded source + target tokens per batch (per rank)
     lr_factor: float = 0.5  # multiplies the paper's schedule (peak ~1.4e-3 here)
     warmup: int = 400  # steps
+    cooldown: float = 0.2  # over the last fifth of the budget the learning rate falls
+    # linearly to 0 (a time budget has a known end: anneal into it, Hägele et al. 2024)
     label_smoothing: float = 0.1
     clip_grad_norm: float | None = 1.0
     eval_minutes: float = 5.0  # dev BLEU every this many minutes
@@ -315,8 +318,10 @@ def train_step(
     b: TokenBatch,
     cfg: TatoebaTrainConfig,
     world: int = 1,
+    lr_scale: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One optimizer step on ``b`` (``net``: the model, or its DDP wrapper).
+    """One optimizer step on ``b`` (``net``: the model, or its DDP wrapper), at the
+    schedule's learning rate times ``lr_scale`` (the cool-down).
 
     Returns this rank's share of the global batch's loss per target token, and the
     global (target tokens, source + target tokens seen), all-reduced in one call.
@@ -338,6 +343,8 @@ def train_step(
     loss.backward()
     if cfg.clip_grad_norm:
         torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.clip_grad_norm)
+    for group in opt.param_groups:  # sched.step() below sets the next step's rate anew
+        group["lr"] *= lr_scale
     opt.step()
     sched.step()
     return loss_sum.detach() / ntok, counts
@@ -397,7 +404,7 @@ def train_tatoeba(
     next_eval = cfg.eval_minutes * 60.0
     bar = tqdm(total=round(budget), disable=not progress or rank != 0, unit="s",
                desc="train", bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} s{postfix}")  # fmt: skip
-    step, epoch, done = 0, 0, False
+    step, epoch, done, lr_scale = 0, 0, False, 1.0
     tok_window, t_window = 0, start
 
     def evaluate_now(elapsed: float) -> None:
@@ -433,7 +440,7 @@ def train_tatoeba(
             )
         for n_batch, idx in enumerate(shard):
             b = make_token_batch(data, idx).to(device)
-            step_loss, counts = train_step(net, opt, sched, b, cfg, world)
+            step_loss, counts = train_step(net, opt, sched, b, cfg, world, lr_scale)
             step += 1
             if world > 1:  # each rank holds its share of the global batch's loss
                 dist.all_reduce(step_loss)
@@ -441,14 +448,16 @@ def train_tatoeba(
             tok_window += int(counts[1])
             hist.tokens += int(counts[1])
             elapsed = time.perf_counter() - start
-            stop = torch.tensor(
-                float(
-                    elapsed >= budget or bool(cfg.max_steps and step >= cfg.max_steps)
-                ),
+            progress = elapsed / budget if budget > 0 else 1.0
+            if cfg.max_steps:
+                progress = max(progress, step / cfg.max_steps)
+            control = torch.tensor(
+                [float(progress >= 1.0), cooldown_scale(progress, cfg.cooldown)],
                 device=device,
             )
             if world > 1:
-                dist.broadcast(stop, 0)  # rank 0's clock decides for everyone
+                dist.broadcast(control, 0)  # rank 0's clock decides for everyone
+            stop, lr_scale = control[0], float(control[1])
             if rank == 0:
                 if elapsed >= next_eval and not stop:
                     evaluate_now(elapsed)
@@ -486,6 +495,14 @@ def train_tatoeba(
     hist.seconds = time.perf_counter() - start
     model.eval()
     return model, hist
+
+
+def cooldown_scale(progress: float, cooldown: float) -> float:
+    """The learning rate's multiplier at ``progress`` (0 to 1) through the budget:
+    1 until the last ``cooldown`` of it, then falling linearly to 0 at the end."""
+    if cooldown <= 0:
+        return 1.0
+    return min(1.0, max(0.0, (1.0 - progress) / cooldown))
 
 
 def tokens_per_second(hist: TatoebaHistory) -> float:
