@@ -55,7 +55,7 @@ def save_checkpoint(
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
         "meta": {"corpus": corpus_fingerprint(), **(meta or {})},
     }
-    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp = path.with_suffix(f"{path.suffix}.{os.getpid()}.tmp")  # one per writer
     torch.save(blob, tmp)
     tmp.replace(path)
     return path
@@ -70,24 +70,9 @@ def load_checkpoint(
     another format or version, or weights that do not fit the stored config.
     """
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"no checkpoint at {path}")
-    try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # torch raises many types for a damaged file
-        raise CheckpointError(
-            f"{path} is not a readable checkpoint ({e.__class__.__name__})"
-        ) from e
-    if not isinstance(blob, dict) or blob.get("format") != FORMAT:
-        raise CheckpointError(f"{path} is not a transformer_edu checkpoint")
-    if blob.get("version") != VERSION:
-        raise CheckpointError(
-            f"{path} has checkpoint format version {blob.get('version')!r}; this "
-            f"transformer_edu reads version {VERSION}"
-        )
-    missing = {"config", "src_vocab", "tgt_vocab", "state_dict"} - set(blob)
-    if missing:
-        raise CheckpointError(f"{path} lacks {sorted(missing)}")
+    blob = read_checkpoint_file(
+        path, FORMAT, VERSION, {"config", "src_vocab", "tgt_vocab", "state_dict"}
+    )
     try:
         config = TransformerConfig.from_dict(blob["config"])
         src_vocab, tgt_vocab = (
@@ -105,6 +90,35 @@ def load_checkpoint(
         )
     model = build_model_from_state(blob["config"], blob["state_dict"], path)
     return model.to(device).eval(), src_vocab, tgt_vocab, dict(blob.get("meta", {}))
+
+
+def read_checkpoint_file(
+    path: Path, format: str, version: int, needs: set[str], what: str = "checkpoint"
+) -> dict[str, Any]:
+    """The dict saved at ``path``, checked: it exists, torch reads it (tensors and
+    plain data only), its ``format`` and ``version`` are these, it has the ``needs``
+    keys. CheckpointError otherwise; ``what`` names the kind in the message."""
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint at {path}")
+    try:
+        # TorchVersion: a meta may record torch.__version__ as it is
+        with torch.serialization.safe_globals([torch.torch_version.TorchVersion]):
+            blob = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises many types for a damaged file
+        raise CheckpointError(
+            f"{path} is not a readable checkpoint ({e.__class__.__name__})"
+        ) from e
+    if not isinstance(blob, dict) or blob.get("format") != format:
+        raise CheckpointError(f"{path} is not a transformer_edu {what}")
+    if blob.get("version") != version:
+        raise CheckpointError(
+            f"{path} has checkpoint format version {blob.get('version')!r}; this "
+            f"transformer_edu reads version {version}"
+        )
+    missing = needs - set(blob)
+    if missing:
+        raise CheckpointError(f"{path} lacks {sorted(missing)}")
+    return blob
 
 
 def build_model_from_state(config: Any, state: Any, path: str | Path) -> Transformer:
