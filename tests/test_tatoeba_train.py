@@ -221,3 +221,24 @@ def test_training_without_dev_pairs_and_without_train_pairs(tok):
     cfg.batches_per_step = 2
     with pytest.raises(ValueError, match="fewer batches of max_tokens=100000"):
         train_tatoeba(model, cfg, tok, train, [], progress=False)
+
+
+def test_the_learning_rate_anneals_to_zero_over_the_last_part_of_the_budget(tok):
+    train = [p for p in load_tatoeba("train") if len(p.ja) <= 6][:200]
+    cfg = TatoebaTrainConfig(max_tokens=400, max_steps=10, warmup=1, lr_factor=1.0,
+                             cooldown=0.5, eval_minutes=100, device="cpu")  # fmt: skip
+    model = build_tatoeba_model(tok, seed=0, **TINY)
+    _, hist = train_tatoeba(model, cfg, tok, train, [], progress=False,
+                            log=lambda s: None)  # fmt: skip
+    d = TINY["d_model"]
+    paper = [d**-0.5 * min(s**-0.5, s) for s in range(1, 11)]  # noam, warm-up 1
+    # the step after step k (of 10) uses the factor of progress k/10: 1 up to 0.5,
+    # then (1 - k/10) / 0.5
+    scale = [1.0] + [min(1.0, (1 - k / 10) / 0.5) for k in range(1, 10)]
+    assert hist.step_lr == pytest.approx(
+        [p * s for p, s in zip(paper, scale, strict=True)]
+    )
+    cfg.cooldown = 0.0  # off: the paper's schedule alone
+    _, hist = train_tatoeba(build_tatoeba_model(tok, seed=0, **TINY), cfg, tok, train,
+                            [], progress=False, log=lambda s: None)  # fmt: skip
+    assert hist.step_lr == pytest.approx(paper)

@@ -48,7 +48,7 @@ from .tatoeba import (
     normalise,
     token_batches,
 )
-from .training import noam_lr, pick_device
+from .training import cooldown_factor, noam_lr, pick_device
 
 FORMAT = "transformer_edu.tatoeba"
 VERSION = 1
@@ -88,6 +88,7 @@ class TatoebaTrainConfig:
 @dataclass
 class TatoebaHistory:
     step_loss: list[float] = field(default_factory=list)
+    step_lr: list[float] = field(default_factory=list)  # the rate each step used
     eval_minutes: list[float] = field(default_factory=list)
     eval_steps: list[int] = field(default_factory=list)
     eval_bleu: list[float] = field(default_factory=list)
@@ -136,7 +137,7 @@ def save_tatoeba_checkpoint(
         "spm_sha256": hashlib.sha256(tok.model_proto).hexdigest(),
         "state_dict": state, "meta": meta or {},
     }  # fmt: skip
-    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp = path.with_suffix(f"{path.suffix}.{os.getpid()}.tmp")  # one per writer
     torch.save(blob, tmp)
     tmp.replace(path)
     return path
@@ -149,23 +150,15 @@ def load_tatoeba_checkpoint(
 
     Raises CheckpointError for a missing, corrupt or mismatched file.
     """
-    from .checkpoint import CheckpointError, build_model_from_state
+    from .checkpoint import (
+        CheckpointError,
+        build_model_from_state,
+        read_checkpoint_file,
+    )
 
     path = Path(path) if path else shipped_model_path()
-    if not path.is_file():
-        raise CheckpointError(f"no checkpoint at {path}")
-    try:
-        # TorchVersion: the shipped model's meta recorded torch.__version__ as is
-        with torch.serialization.safe_globals([torch.torch_version.TorchVersion]):
-            blob = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:
-        raise CheckpointError(
-            f"{path} is not a readable checkpoint ({e.__class__.__name__})"
-        ) from e
-    if not isinstance(blob, dict) or blob.get("format") != FORMAT:
-        raise CheckpointError(f"{path} is not a transformer_edu Tatoeba checkpoint")
-    if blob.get("version") != VERSION:
-        raise CheckpointError(f"{path} has version {blob.get('version')!r}")
+    blob = read_checkpoint_file(path, FORMAT, VERSION, {"config", "state_dict"},
+                                "Tatoeba checkpoint")  # fmt: skip
     tok = default_tokenizer()
     if blob.get("spm_sha256") != hashlib.sha256(tok.model_proto).hexdigest():
         raise CheckpointError(
@@ -440,6 +433,7 @@ def train_tatoeba(
             )
         for n_batch, idx in enumerate(shard):
             b = make_token_batch(data, idx).to(device)
+            hist.step_lr.append(sched.get_last_lr()[0] * lr_scale)
             step_loss, counts = train_step(net, opt, sched, b, cfg, world, lr_scale)
             step += 1
             if world > 1:  # each rank holds its share of the global batch's loss
@@ -452,7 +446,10 @@ def train_tatoeba(
             if cfg.max_steps:
                 progress = max(progress, step / cfg.max_steps)
             control = torch.tensor(
-                [float(progress >= 1.0), cooldown_scale(progress, cfg.cooldown)],
+                [
+                    float(progress >= 1.0),
+                    cooldown_factor(progress, 1.0, cfg.cooldown, 0.0),
+                ],
                 device=device,
             )
             if world > 1:
@@ -495,14 +492,6 @@ def train_tatoeba(
     hist.seconds = time.perf_counter() - start
     model.eval()
     return model, hist
-
-
-def cooldown_scale(progress: float, cooldown: float) -> float:
-    """The learning rate's multiplier at ``progress`` (0 to 1) through the budget:
-    1 until the last ``cooldown`` of it, then falling linearly to 0 at the end."""
-    if cooldown <= 0:
-        return 1.0
-    return min(1.0, max(0.0, (1.0 - progress) / cooldown))
 
 
 def tokens_per_second(hist: TatoebaHistory) -> float:

@@ -33,11 +33,12 @@ def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
 
 
 def cooldown_factor(
-    step: int, total: int, fraction: float, floor: float = 0.05
+    step: float, total: float, fraction: float, floor: float = 0.05
 ) -> float:
     """1 until the last ``fraction`` of ``total`` steps, then down linearly to ``floor``.
 
     Not in the paper: a short cool-down lets a small model settle on its training set.
+    (The Tatoeba run passes its progress through the time budget: ``step`` of 1.0.)
     """
     if fraction <= 0:
         return 1.0
