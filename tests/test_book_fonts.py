@@ -20,7 +20,9 @@ pytestmark = pytest.mark.book
 ROOT = Path(__file__).resolve().parent.parent
 HTML_DIR = ROOT / "_build" / "html"
 PAGES = toc_files(ROOT)
-CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
+# kana, CJK ideographs (Ext. A, the main block, and Ext. B and beyond, where rare
+# characters such as 𩸽 live): each must be drawn by a font with Japanese glyphs
+CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\U00020000-\U0002ffff]")
 # fonts with Japanese glyphs: the one the book ships, and common system ones
 JAPANESE_FONTS = ("IPAexGothic", "Hiragino", "Yu Gothic", "Noto Sans CJK", "Noto Serif")
 
@@ -35,29 +37,43 @@ SETTLE_JS = """async () => {
 
 
 def undrawn_japanese(tab) -> list[str]:
-    """Japanese text nodes drawn without a font that has Japanese glyphs."""
+    """Elements whose Japanese characters were not all drawn with a Japanese font.
+
+    Chromium reports, per element, how many glyphs of its text each font drew; the
+    Japanese fonts must have drawn at least one per Japanese character (a character
+    no font has is drawn as a box by some other font: one missing glyph fails).
+    """
     cdp = tab.context.new_cdp_session(tab)
     cdp.send("DOM.enable")
     cdp.send("CSS.enable")
     root = cdp.send("DOM.getDocument", {"depth": -1, "pierce": True})["root"]
     found: list[str] = []
-    todo = [(root, root["nodeId"])]
+    todo = [root]
     while todo:
-        node, parent = todo.pop()
-        text = node.get("nodeValue", "")
-        if node.get("nodeType") == 3 and CJK.search(text):
+        node = todo.pop()
+        children = node.get("children", [])
+        text = "".join(
+            c.get("nodeValue", "") for c in children if c.get("nodeType") == 3
+        )
+        wanted = len(CJK.findall(text))
+        if wanted:
             try:
-                fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": parent})
+                fonts = cdp.send(
+                    "CSS.getPlatformFontsForNode", {"nodeId": node["nodeId"]}
+                )
             except Exception:  # not laid out (e.g. <title>, a closed menu)
                 fonts = {"fonts": []}
-            names = [f["familyName"] for f in fonts["fonts"]]
-            # no fonts: the node is not drawn (display: none), nothing to see
-            if names and not any(n.startswith(JAPANESE_FONTS) for n in names):
-                found.append(f"{text.strip()[:40]!r} drawn with {names}")
-        for child in node.get("children", []) + node.get("shadowRoots", []):
-            todo.append((child, node["nodeId"]))
+            fonts = fonts["fonts"]
+            drawn = sum(f["glyphCount"] for f in fonts
+                        if f["familyName"].startswith(JAPANESE_FONTS))  # fmt: skip
+            # no fonts: the element is not drawn (display: none), nothing to see
+            if fonts and drawn < wanted:
+                names = [f"{f['familyName']} ({f['glyphCount']})" for f in fonts]
+                found.append(f"{text.strip()[:40]!r}: {wanted} Japanese characters, "
+                             f"drawn with {names}")  # fmt: skip
+        todo += children + node.get("shadowRoots", [])
         if "contentDocument" in node:
-            todo.append((node["contentDocument"], node["nodeId"]))
+            todo.append(node["contentDocument"])
     cdp.detach()
     return found
 
@@ -96,7 +112,13 @@ def test_font_check_can_fail(browser, tmp_path):
     page.write_text(
         f'<html><head><link rel="stylesheet" href="{css}"></head><body>'
         '<p style="font-family: IPAexGothic">私は太郎です</p>'
-        "<p style=\"font-family: 'Liberation Serif'\">太郎</p></body></html>",
+        "<p style=\"font-family: 'Liberation Serif'\">太郎</p>"
+        # IPAexGothic has 𩸽, but a unicode-range without Ext. B keeps it from
+        # drawing it: a box beside four drawn characters
+        "<style>@font-face { font-family: 'NoExtB'; src: url('"
+        + (HTML_DIR / "_static" / "vendor" / "fonts" / "ipaexg.ttf").as_uri()
+        + "'); unicode-range: U+3000-9FFF; }</style>"
+        "<p style=\"font-family: 'NoExtB', monospace\">𩸽を食べた</p></body></html>",
         encoding="utf8",
     )
     tab = _open(browser, page.as_uri())
@@ -104,4 +126,5 @@ def test_font_check_can_fail(browser, tmp_path):
         found = undrawn_japanese(tab)
     finally:
         tab.close()
-    assert len(found) == 1 and "太郎" in found[0], found
+    assert len(found) == 2, found
+    assert "'太郎'" in found[0] + found[1] and "'𩸽を食べた'" in found[0] + found[1]
