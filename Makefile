@@ -13,6 +13,7 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 VENV_PATH := PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
 JB_BUILD  := jupyter-book build . -W -n --keep-going --all
 PYTEST_ARGS ?= -q
+TEST_WORKERS ?= 2
 
 .PHONY: book test lint clean demo student grade
 
@@ -42,15 +43,18 @@ book: $(STAMP) $(NPM_STAMP)
 
 # Lint first (ruff check + format, as CI runs it), then in one pytest run: unit tests,
 # every chapter run by nbval, the student edition of chapter 11 run unsolved (its stubs
-# meet the checkers), the book build and the browser check (the book tests come last;
-# the first of them builds the book). The other student editions are their chapters
-# minus solution cells that no kept cell depends on (tests/test_student_runs.py), so
-# they run whenever their chapter runs; executing them again would add minutes.
+# meet the checkers), the book build and the browser check. On both cores: two
+# pytest-xdist workers (each test module, each notebook, and the book tests kept to one
+# worker), and the book build starts at once beside them (--book-early); the book
+# tests come last and wait for it (tests/conftest.py). The other student editions are
+# their chapters minus solution cells that no kept cell depends on
+# (tests/test_student_runs.py), so they run whenever their chapter runs; executing
+# them again would add minutes.
 # OMP_NUM_THREADS=1: the CLI test trains in a subprocess beside pytest; two torch
 # processes of two threads each on two cores slow small models many-fold.
 test: lint $(NPM_STAMP) $(CHROMIUM)
 	$(VENV_PATH) CHROMIUM=$(CHROMIUM) OMP_NUM_THREADS=1 $(PY) -m pytest tests chapters $(STUDENT_RUN) --nbval-lax --nbval-current-env \
-	  --nbval-cell-timeout=300 $(PYTEST_ARGS)
+	  --nbval-cell-timeout=300 -n $(TEST_WORKERS) --dist loadgroup --book-early $(PYTEST_ARGS)
 
 STUDENT_RUN := student/11_exercises.ipynb
 LINTED := transformer_edu tests book scripts chapters student

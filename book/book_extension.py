@@ -32,6 +32,8 @@
    empties the cache when ``transformer_edu/``, ``requirements.txt`` or the plotly
    renderer change, so a
    chapter never shows results from an older package.
+5. Test runs only (``$TRANSFORMER_EDU_KERNEL_LOCK``, set by tests/conftest.py): each
+   kernel start holds a file lock shared with the test run's own kernels.
 
 ``python book/book_extension.py DEST`` copies the assets to DEST (for a look).
 """
@@ -316,7 +318,35 @@ def _config_inited(app, config) -> None:
     os.environ["IPYTHONDIR"] = str(kernel_profile(Path(app.outdir).parent))
 
 
+def serialise_kernel_starts(lock_path: str) -> None:
+    """Hold the file lock at ``lock_path`` from a kernel's start (when its ports are
+    chosen) until it is ready: the test run (tests/conftest.py) starts kernels in
+    other processes at the same time, and two clients choosing ports at one moment
+    can be handed the same ones (jupyter/jupyter_client#487)."""
+    from contextlib import asynccontextmanager
+
+    from filelock import FileLock  # a dependency of torch
+    from nbclient.client import NotebookClient
+
+    setup_kernel = NotebookClient.async_setup_kernel
+
+    @asynccontextmanager
+    async def locked_setup_kernel(self, **kwargs):
+        lock = FileLock(lock_path)
+        lock.acquire()
+        try:
+            async with setup_kernel(self, **kwargs):  # started and answering
+                lock.release()
+                yield
+        finally:
+            lock.release()  # a no-op if released above
+
+    NotebookClient.async_setup_kernel = locked_setup_kernel
+
+
 def setup(app):
+    if os.environ.get("TRANSFORMER_EDU_KERNEL_LOCK"):  # set by the test run only
+        serialise_kernel_starts(os.environ["TRANSFORMER_EDU_KERNEL_LOCK"])
     app.connect("config-inited", _config_inited)
     app.connect("builder-inited", _builder_inited)
     app.connect("html-page-context", _html_page_context)

@@ -1,16 +1,30 @@
 """Shared fixtures: the book build (once per session) and headless Chromium.
 
 `make test` runs unit tests, nbval over chapters/ and the book tests in one pytest
-run. Tests marked ``book`` are moved to the end of the run; the first of them starts
-the book build (a subprocess) and waits for it. It builds into ``_build`` like
-`make book`, so the jupyter-cache it fills makes a later `make book` quick.
+run, on both cores: pytest-xdist's ``-n 2 --dist loadgroup`` and ``--book-early``.
+
+- ``--book-early``: the book build (a subprocess) starts at once, in the controller,
+  beside the tests; the book tests wait for it (``_build/book-build.json`` says when
+  it ended and how). Without it, the first book test starts the build and waits.
+- The build builds into ``_build`` like `make book`, so the jupyter-cache it fills
+  makes a later `make book` quick.
+- Kernels start one at a time across processes (a file lock held from the choice of
+  the kernel's ports until it answers): two Jupyter clients that pick their ports at
+  the same moment can be handed the same ones (jupyter/jupyter_client#487), and a
+  client talking to another's kernel waits for replies that never come. That was the
+  ~300 s stall once seen when the build ran beside nbval.
+- Scheduling: every test keeps to its module's worker (an nbval notebook's cells run
+  in order in one kernel), the book tests to one worker. The notebooks (the longest
+  modules) come first, the book tests last.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +35,9 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILD_DIR = ROOT / "_build"
 HTML_DIR = BUILD_DIR / "html"
 BUILD_LOG = BUILD_DIR / "book-build.log"
+BUILD_STATUS = BUILD_DIR / "book-build.json"  # written when an early build ends
+KERNEL_LOCK = BUILD_DIR / "kernel-start.lock"
+EARLY_BUILD_ENV = "TRANSFORMER_EDU_EARLY_BOOK_BUILD"  # the controller started it
 SCREENSHOTS = BUILD_DIR / "screenshots"
 BUILD_TIMEOUT_S = 30 * 60
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
@@ -63,6 +80,58 @@ class BookBuild:
         return BUILD_LOG.read_text(encoding="utf8", errors="replace")
 
 
+@dataclass
+class FinishedBuild:
+    """A build another process ran (the xdist controller's early build)."""
+
+    returncode: int
+    elapsed: float
+
+    @property
+    def log(self) -> str:
+        return BUILD_LOG.read_text(encoding="utf8", errors="replace")
+
+
+def _record_when_done(build: BookBuild) -> None:
+    build.wait()
+    status = {"returncode": build.returncode, "elapsed": build.elapsed}
+    tmp = BUILD_STATUS.with_suffix(".tmp")
+    tmp.write_text(json.dumps(status))
+    tmp.replace(BUILD_STATUS)
+
+
+def _wait_for_early_build() -> FinishedBuild:
+    deadline = time.monotonic() + BUILD_TIMEOUT_S
+    while not BUILD_STATUS.exists():
+        if time.monotonic() > deadline:
+            pytest.fail(f"the book build did not end in {BUILD_TIMEOUT_S} s")
+        time.sleep(1)
+    return FinishedBuild(**json.loads(BUILD_STATUS.read_text()))
+
+
+def kernel_start_lock():
+    """The lock every kernel start in this test run holds (see the module's text)."""
+    from filelock import FileLock  # a dependency of torch
+
+    BUILD_DIR.mkdir(exist_ok=True)
+    return FileLock(KERNEL_LOCK)
+
+
+def _serialise_nbval_kernel_starts() -> None:
+    from nbval import kernel
+
+    if getattr(kernel.RunningKernel, "_start_locked", False):
+        return
+    start = kernel.RunningKernel.__init__
+
+    def locked_init(self, *args, **kwargs):
+        with kernel_start_lock():  # until the kernel has answered kernel_info
+            start(self, *args, **kwargs)
+
+    kernel.RunningKernel.__init__ = locked_init
+    kernel.RunningKernel._start_locked = True
+
+
 def book_command() -> list[str]:
     jb = Path(sys.executable).with_name("jupyter-book")
     cli = [str(jb)] if jb.exists() else [sys.executable, "-c", _JB_MAIN]
@@ -79,6 +148,7 @@ def _start_build() -> BookBuild:
     # the kernels must be this interpreter's (the .venv's)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("PYTHONUNBUFFERED", "1")
+    env["TRANSFORMER_EDU_KERNEL_LOCK"] = str(KERNEL_LOCK)  # book_extension takes it
     process = subprocess.Popen(
         book_command(),
         cwd=ROOT,
@@ -90,18 +160,42 @@ def _start_build() -> BookBuild:
     return BookBuild(process, time.monotonic(), log_file)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--book-early", action="store_true",
+        help="start the book build at once, beside the other tests (with -n N: in "
+        "xdist's controller); the book tests wait for it",
+    )  # fmt: skip
+
+
+def _is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "book: needs the built book (builds it once)")
+    config.addinivalue_line("markers", "xdist_group(name): pytest-xdist's, if absent")
+    _serialise_nbval_kernel_starts()
+    if config.getoption("book_early") and not _is_xdist_worker(config):
+        BUILD_STATUS.unlink(missing_ok=True)
+        build = config.stash[_build_key] = _start_build()
+        threading.Thread(target=_record_when_done, args=(build,), daemon=True).start()
+        os.environ[EARLY_BUILD_ENV] = "1"  # the workers start after this
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    book_items = [item for item in items if item.get_closest_marker("book")]
-    if not book_items:
-        return
-    items[:] = [item for item in items if not item.get_closest_marker("book")]
-    items.extend(book_items)
+    def rank(item: pytest.Item) -> int:  # the longest first, the book tests last
+        if item.get_closest_marker("book"):
+            return 2
+        return 0 if item.nodeid.split("::")[0].endswith(".ipynb") else 1
+
+    items.sort(key=rank)  # stable: each module keeps its order
+    for item in items:  # used by --dist loadgroup: a module, or the book, per worker
+        group = "book" if rank(item) == 2 else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
@@ -123,13 +217,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def book(request: pytest.FixtureRequest) -> BookBuild:
-    """The finished book build, started when the first book test needs it.
-
-    Not earlier, beside nbval: with two kernels starting side by side, a build
-    kernel stalled for ~300 s in two of two runs (cause not pinned down; the
-    kernels talk over localhost TCP), which cost more than the overlap saved.
-    """
+    """The finished book build: the early one (``--book-early``), or one started
+    when the first book test needs it."""
     build = request.config.stash.get(_build_key, None)
+    if build is None and os.environ.get(EARLY_BUILD_ENV):
+        return _wait_for_early_build()  # an xdist worker: the controller builds
     if build is None:
         build = request.config.stash[_build_key] = _start_build()
     return build.wait()
