@@ -82,6 +82,7 @@ def _train_tatoeba(args: argparse.Namespace) -> int:
     path = (
         Path(args.checkpoint) if args.checkpoint else default_tatoeba_checkpoint_path()
     )
+    commit = _git_commit()  # the code that trains, not what HEAD is an hour later
     model, hist = train_tatoeba(config=cfg, progress=not args.quiet)
     rank, world = _dist_info()
     if rank != 0:
@@ -89,7 +90,7 @@ def _train_tatoeba(args: argparse.Namespace) -> int:
     command = "python -m transformer_edu " + " ".join(sys.argv[1:])
     meta = {
         "command": command, "seed": args.seed, "minutes": cfg.minutes,
-        "commit": _git_commit(), "world_size": world, "device": hist.device,
+        "commit": commit, "world_size": world, "device": hist.device,
         "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads",
         "torch": str(torch.__version__), "history": hist.to_dict(),
     }  # fmt: skip
