@@ -1,7 +1,7 @@
 """Shared fixtures: the book build (once per session) and headless Chromium.
 
 `make test` runs unit tests, nbval over chapters/ and the book tests in one pytest
-run, on both cores: pytest-xdist's ``-n 2 --dist loadgroup`` and ``--book-early``.
+run, on both cores: pytest-xdist's ``-n 2 --dist loadscope`` and ``--book-early``.
 
 - ``--book-early``: the book build (a subprocess) starts at once, in the controller,
   beside the tests; the book tests wait for it (``_build/book-build.json`` says when
@@ -13,9 +13,10 @@ run, on both cores: pytest-xdist's ``-n 2 --dist loadgroup`` and ``--book-early`
   the same moment can be handed the same ones (jupyter/jupyter_client#487), and a
   client talking to another's kernel waits for replies that never come. That was the
   ~300 s stall once seen when the build ran beside nbval.
-- Scheduling: every test keeps to its module's worker (an nbval notebook's cells run
-  in order in one kernel), the book tests to one worker. The notebooks (the longest
-  modules) come first, the book tests last.
+- Scheduling (``loadscope``): every test keeps to its module's worker, so an nbval
+  notebook's cells run in order in one kernel (``loadgroup`` with a group per
+  notebook split them). The notebooks, the longest modules, come first; the book
+  tests last.
 """
 
 from __future__ import annotations
@@ -174,7 +175,6 @@ def _is_xdist_worker(config: pytest.Config) -> bool:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "book: needs the built book (builds it once)")
-    config.addinivalue_line("markers", "xdist_group(name): pytest-xdist's, if absent")
     _serialise_nbval_kernel_starts()
     if config.getoption("book_early") and not _is_xdist_worker(config):
         BUILD_STATUS.unlink(missing_ok=True)
@@ -183,7 +183,6 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[EARLY_BUILD_ENV] = "1"  # the workers start after this
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
@@ -193,9 +192,6 @@ def pytest_collection_modifyitems(
         return 0 if item.nodeid.split("::")[0].endswith(".ipynb") else 1
 
     items.sort(key=rank)  # stable: each module keeps its order
-    for item in items:  # used by --dist loadgroup: a module, or the book, per worker
-        group = "book" if rank(item) == 2 else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
