@@ -1,11 +1,13 @@
 """Shared fixtures: the book build (once per session) and headless Chromium.
 
 `make test` runs unit tests, nbval over chapters/ and the book tests in one pytest
-run, on both cores: pytest-xdist's ``-n 2 --dist loadscope`` and ``--book-early``.
+run, on both cores: pytest-xdist's ``-n 2 --dist loadscope``.
 
-- ``--book-early``: the book build (a subprocess) starts at once, in the controller,
-  beside the tests; the book tests wait for it (``_build/book-build.json`` says when
-  it ended and how). Without it, the first book test starts the build and waits.
+- The first book test starts the book build (a subprocess) and waits for it. With
+  ``--book-early`` (not used by `make test`, see the Makefile) the build starts at
+  once, in xdist's controller, and the book tests wait for ``_build/book-build.json``
+  (when it ended and how). Without it, under xdist, each worker that runs book tests
+  starts its own build into ``_build``: a known race, not fixed yet.
 - The build builds into ``_build`` like `make book`, so the jupyter-cache it fills
   makes a later `make book` quick.
 - Kernels start one at a time across processes (a file lock held from the choice of
