@@ -550,3 +550,97 @@ def test_read_program_keeps_definitions_and_drops_run_time_code(tmp_path):
         "def look_ahead_mask(T):\n    return T",
     ]
     assert notes and "cell 3" in notes[0]
+
+
+def _graders_children(grader_pid: int) -> list[int]:
+    """Pids of the exercise-running processes a grader with this pid started."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue  # not a process, gone, or not ours
+        if b"--child" in cmdline and (
+            f"TRANSFORMER_EDU_GRADER_PID={grader_pid}".encode() in environ
+        ):
+            found.append(int(proc.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    """True while the process exists and is not a zombie awaiting its parent."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_the_command_line_grades_as_grade_does(tmp_path):
+    """`make grade` runs the module with `python -m`: its children must start too."""
+    import csv
+    import os
+    import subprocess
+    import sys
+
+    folder, out = tmp_path / "submissions", tmp_path / "grades"
+    folder.mkdir()
+    _write(folder, "solved", _with_answers(_solved()))
+    subprocess.run(
+        [sys.executable, "-m", "transformer_edu.exercises.grading", str(folder),
+         "--out", str(out), "--time-limit", "60"],  # fmt: skip
+        check=True, capture_output=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    with open(out / "grades.csv", encoding="utf8") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(EXERCISES)
+    assert all(r["status"] == "passed" for r in rows), [
+        (r["exercise"], r["verdict"]) for r in rows if r["status"] != "passed"
+    ]
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
+def test_a_grader_killed_outright_leaves_no_student_code_running(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    folder, out = tmp_path / "submissions", tmp_path / "grades"
+    folder.mkdir()
+    _write(folder, "hangs", _with_answers({"look_ahead_mask": (
+        "def look_ahead_mask(T):\n    while True:\n        pass")}))  # fmt: skip
+    grader = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "transformer_edu.exercises.grading",
+            str(folder),
+            "--out",
+            str(out),
+            "--time-limit",
+            "600",
+        ],  # fmt: skip
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    try:
+        while not (children := _graders_children(grader.pid)):
+            assert grader.poll() is None, "the grader ended before starting a child"
+            assert time.monotonic() < deadline, "the grader started no child"
+            time.sleep(0.2)
+        time.sleep(1.0)  # the child busy (importing, or in the endless loop)
+    finally:
+        grader.send_signal(signal.SIGKILL)  # no handler, no clean-up: gone at once
+        grader.wait()
+    deadline = time.monotonic() + 30
+    while alive := [pid for pid in children if _running(pid)]:
+        if time.monotonic() > deadline:
+            for pid in alive:
+                os.kill(pid, signal.SIGKILL)
+            pytest.fail(f"the grader's child {alive} outlived it by 30 s")
+        time.sleep(0.2)

@@ -22,6 +22,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -249,9 +250,12 @@ def _run_child(
         MPLCONFIGDIR=str(workdir),
         MPLBACKEND="Agg",
         OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"),
+        TRANSFORMER_EDU_GRADER_PID=str(os.getpid()),  # the child's watchdog reads it
     )
-    command = [sys.executable, "-m", __name__, "--child", str(write_end),
-               str(output_limit), *pending]  # fmt: skip
+    # This module by its import name: run as `python -m …grading`, __name__ is
+    # "__main__", and `python -m __main__` is no module at all.
+    command = [sys.executable, "-m", "transformer_edu.exercises.grading", "--child",
+               str(write_end), str(output_limit), *pending]  # fmt: skip
     with open(workdir / "stderr.txt", "ab") as stderr:
         proc = subprocess.Popen(
             command,
@@ -363,8 +367,30 @@ def _guard_files(workdir: str) -> None:
     sys.addaudithook(hook)
 
 
+def _exit_with_grader(grader_pid: int, every_s: float = 0.5) -> threading.Thread:
+    """Stop this process when the grader that started it is gone.
+
+    The child runs in its own session (so that the grader can kill it as one group),
+    so a grader killed outright (SIGKILL, a test run stopped) would otherwise leave it
+    running: a student's endless loop busy on a core long after anybody reads its
+    results. A daemon thread polls the parent's pid; Python switches threads inside
+    loops and torch releases the GIL in its kernels, so it runs while student code does.
+    """
+
+    def watch() -> None:
+        while os.getppid() == grader_pid:
+            time.sleep(every_s)
+        os._exit(3)
+
+    thread = threading.Thread(target=watch, name="grader-watchdog", daemon=True)
+    thread.start()
+    return thread
+
+
 def _child(fd: int, output_limit: int, pending: list[str]) -> None:
     """Load the program, then check each pending exercise; report on pipe ``fd``."""
+    grader = os.environ.get("TRANSFORMER_EDU_GRADER_PID")
+    _exit_with_grader(int(grader) if grader else os.getppid())
     pipe = os.fdopen(fd, "w", buffering=1)
 
     def send(**message) -> None:
