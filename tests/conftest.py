@@ -6,8 +6,10 @@ run, on both cores: pytest-xdist's ``-n 2 --dist loadscope``.
 - The first book test starts the book build (a subprocess) and waits for it. With
   ``--book-early`` (not used by `make test`, see the Makefile) the build starts at
   once, in xdist's controller, and the book tests wait for ``_build/book-build.json``
-  (when it ended and how). Without it, under xdist, each worker that runs book tests
-  starts its own build into ``_build``: a known race, not fixed yet.
+  (when it ended and how). Without it, the first worker to need the book builds it,
+  holding a file lock; a worker that needs it too waits on the lock and reads how
+  that build ended from ``_build/book-build.json`` (one build into ``_build``, not
+  one per worker).
 - The build builds into ``_build`` like `make book`, so the jupyter-cache it fills
   makes a later `make book` quick.
 - Kernels start one at a time across processes (a file lock held from the choice of
@@ -40,6 +42,7 @@ HTML_DIR = BUILD_DIR / "html"
 BUILD_LOG = BUILD_DIR / "book-build.log"
 BUILD_STATUS = BUILD_DIR / "book-build.json"  # written when an early build ends
 KERNEL_LOCK = BUILD_DIR / "kernel-start.lock"
+BUILD_LOCK = BUILD_DIR / "book-build.lock"  # held by the worker that builds
 EARLY_BUILD_ENV = "TRANSFORMER_EDU_EARLY_BOOK_BUILD"  # the controller started it
 SCREENSHOTS = BUILD_DIR / "screenshots"
 BUILD_TIMEOUT_S = 30 * 60
@@ -178,8 +181,10 @@ def _is_xdist_worker(config: pytest.Config) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "book: needs the built book (builds it once)")
     _serialise_nbval_kernel_starts()
-    if config.getoption("book_early") and not _is_xdist_worker(config):
-        BUILD_STATUS.unlink(missing_ok=True)
+    if _is_xdist_worker(config):
+        return
+    BUILD_STATUS.unlink(missing_ok=True)  # an earlier run's; this run builds again
+    if config.getoption("book_early"):
         build = config.stash[_build_key] = _start_build()
         threading.Thread(target=_record_when_done, args=(build,), daemon=True).start()
         os.environ[EARLY_BUILD_ENV] = "1"  # the workers start after this
@@ -220,9 +225,17 @@ def book(request: pytest.FixtureRequest) -> BookBuild:
     build = request.config.stash.get(_build_key, None)
     if build is None and os.environ.get(EARLY_BUILD_ENV):
         return _wait_for_early_build()  # an xdist worker: the controller builds
-    if build is None:
+    if build is not None:
+        return build.wait()
+    from filelock import FileLock  # a dependency of torch
+
+    BUILD_DIR.mkdir(exist_ok=True)
+    with FileLock(BUILD_LOCK, timeout=BUILD_TIMEOUT_S):  # one build per run
+        if BUILD_STATUS.exists():  # another worker built it while this one waited
+            return FinishedBuild(**json.loads(BUILD_STATUS.read_text()))
         build = request.config.stash[_build_key] = _start_build()
-    return build.wait()
+        _record_when_done(build)
+    return build
 
 
 @pytest.fixture(scope="session")
