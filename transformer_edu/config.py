@@ -16,7 +16,9 @@ class TransformerConfig:
     n_encoder_layers: int = 6  # encoder blocks (N in the paper)
     n_decoder_layers: int = 6  # decoder blocks
     d_ff: int = 2048  # hidden width of the position-wise feed-forward network
-    dropout: float = 0.1  # on embeddings+PE, attention weights, sublayer outputs
+    dropout: float = 0.1  # on embeddings+PE and sub-layer outputs (the paper's places)
+    attention_dropout: float | None = None  # on attention weights; None: = dropout
+    activation_dropout: float | None = None  # on the FFN's hidden ReLU; None: = dropout
     max_len: int = 512  # longest sequence the positional encoding covers
     positional: str = "sinusoidal"  # "sinusoidal", "learned" or "none" (an ablation)
     norm_first: bool = False  # False: post-LN as in the paper; True: pre-LN
@@ -40,8 +42,10 @@ class TransformerConfig:
             raise ValueError(
                 f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}"
             )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout={self.dropout} must be in [0, 1)")
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            value = getattr(self, name)
+            if (value is not None or name == "dropout") and not 0.0 <= value < 1.0:
+                raise ValueError(f"{name}={value} must be in [0, 1)")
         if self.positional not in ("sinusoidal", "learned", "none"):
             raise ValueError(
                 f"positional={self.positional!r}; expected 'sinusoidal', 'learned' "

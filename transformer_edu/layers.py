@@ -14,6 +14,10 @@ from .norm import LayerNorm
 class EncoderLayer(nn.Module):
     """Self-attention then a feed-forward network, each wrapped in add & norm.
 
+    ``dropout`` acts on each sub-layer's output (the paper's place); the attention
+    weights and the feed-forward's hidden ReLU get ``attention_dropout`` and
+    ``activation_dropout`` (None: ``dropout`` too, as in ``nn.TransformerEncoderLayer``).
+
     Shape: x (B, S, D), src_mask broadcastable to (B, H, S, S) -> (B, S, D).
     """
 
@@ -26,11 +30,15 @@ class EncoderLayer(nn.Module):
         norm_first: bool = False,
         layer_norm_eps: float = 1e-5,
         fast: bool = True,
+        attention_dropout: float | None = None,
+        activation_dropout: float | None = None,
     ):
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, fast=fast)
-        self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout)
+        p_attn = dropout if attention_dropout is None else attention_dropout
+        p_act = dropout if activation_dropout is None else activation_dropout
+        self.self_attn = MultiHeadAttention(d_model, n_heads, p_attn, fast=fast)
+        self.ffn = PositionwiseFeedForward(d_model, d_ff, p_act)
         self.norm1 = LayerNorm(d_model, layer_norm_eps, fast)
         self.norm2 = LayerNorm(d_model, layer_norm_eps, fast)
         self.dropout1 = nn.Dropout(dropout)
@@ -61,6 +69,7 @@ class DecoderLayer(nn.Module):
 
     ``cache`` (a dict, one per layer) enables incremental decoding: pass only the new
     target positions; past keys/values and the memory's keys/values are kept in it.
+    Dropout as in ``EncoderLayer``.
 
     Shape: x (B, T, D), memory (B, S, D), tgt_mask (B, H, T, T) and memory_mask
     (B, H, T, S), both broadcastable -> (B, T, D).
@@ -75,12 +84,16 @@ class DecoderLayer(nn.Module):
         norm_first: bool = False,
         layer_norm_eps: float = 1e-5,
         fast: bool = True,
+        attention_dropout: float | None = None,
+        activation_dropout: float | None = None,
     ):
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, fast=fast)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout, fast=fast)
-        self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout)
+        p_attn = dropout if attention_dropout is None else attention_dropout
+        p_act = dropout if activation_dropout is None else activation_dropout
+        self.self_attn = MultiHeadAttention(d_model, n_heads, p_attn, fast=fast)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, p_attn, fast=fast)
+        self.ffn = PositionwiseFeedForward(d_model, d_ff, p_act)
         self.norm1 = LayerNorm(d_model, layer_norm_eps, fast)
         self.norm2 = LayerNorm(d_model, layer_norm_eps, fast)
         self.norm3 = LayerNorm(d_model, layer_norm_eps, fast)

@@ -43,14 +43,16 @@ class _Stack(nn.Module):
         final_norm: bool | None = None,
         layer_norm_eps: float = 1e-5,
         fast: bool = True,
+        attention_dropout: float | None = None,
+        activation_dropout: float | None = None,
     ):
         super().__init__()
-        self.layers = nn.ModuleList(
-            self.layer_cls(
-                d_model, n_heads, d_ff, dropout, norm_first, layer_norm_eps, fast
-            )
-            for _ in range(n_layers)
-        )
+        layer = dict(
+            d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout,
+            norm_first=norm_first, layer_norm_eps=layer_norm_eps, fast=fast,
+            attention_dropout=attention_dropout, activation_dropout=activation_dropout,
+        )  # fmt: skip
+        self.layers = nn.ModuleList(self.layer_cls(**layer) for _ in range(n_layers))
         final_norm = norm_first if final_norm is None else final_norm
         self.norm = LayerNorm(d_model, layer_norm_eps, fast) if final_norm else None
 
@@ -156,6 +158,8 @@ class Transformer(nn.Module):
             d_model=c.d_model, n_heads=c.n_heads, d_ff=c.d_ff, dropout=c.dropout,
             norm_first=c.norm_first, final_norm=c.use_final_norm,
             layer_norm_eps=c.layer_norm_eps, fast=c.fast,
+            attention_dropout=c.attention_dropout,
+            activation_dropout=c.activation_dropout,
         )  # fmt: skip
         self.encoder = Encoder(c.n_encoder_layers, **stack)
         self.decoder = Decoder(c.n_decoder_layers, **stack)
