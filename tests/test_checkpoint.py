@@ -76,3 +76,28 @@ def test_weights_that_do_not_fit_the_config_are_named(tmp_path):
     with pytest.raises(CheckpointError, match="missing generator.proj.bias"):
         load_checkpoint(path)
     del blob
+
+
+def test_an_older_default_toy_model_in_the_cache_is_retrained(tmp_path, monkeypatch):
+    """A checkpoint of the right corpus but not of today's TOY_MODEL is stale."""
+    from transformer_edu import checkpoint
+    from transformer_edu.data import build_vocabs, load_corpus
+    from transformer_edu.training import TOY_MODEL
+
+    sv, tv = build_vocabs(load_corpus("train"))
+    older = make_model(len(sv), len(tv), **{**TOY_MODEL, "n_layers": 2, "d_ff": 256})
+    current = make_model(len(sv), len(tv), **TOY_MODEL)
+    retrained = []
+
+    def fake_training(path, **kwargs):  # records the call instead of training
+        retrained.append(path)
+        return current, sv, tv, None
+
+    monkeypatch.setattr(checkpoint, "train_and_save_toy_model", fake_training)
+    for model, stale in ((older, True), (current, False)):
+        path = save_checkpoint(tmp_path / f"{stale}.pt", model, sv, tv)
+        got, _, _ = checkpoint.toy_model(path, progress=False, device="cpu")
+        assert (retrained[-1:] == [path]) is stale
+        assert got.config == current.config
+        kept, _, _ = checkpoint.toy_model(path, train_if_missing=False, device="cpu")
+        assert kept.config == model.config  # no training allowed: what is there

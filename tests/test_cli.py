@@ -88,7 +88,7 @@ def test_bench_quick_prints_the_ratio_last(capsys):
 def test_default_model_trains_once_meets_targets_and_translates(tmp_path):
     """End to end, as a user: no checkpoint yet -> translate trains one, then answers.
 
-    This trains the real default toy model (about a minute on 2 CPU cores).
+    This trains the real default toy model (about 15 s on 2 CPU cores).
     """
     env = {**os.environ, "TRANSFORMER_EDU_CHECKPOINT": str(tmp_path / "toy.pt")}
     cmd = [sys.executable, "-m", "transformer_edu", "translate", "私は太郎です"]
@@ -110,3 +110,13 @@ def test_default_model_trains_once_meets_targets_and_translates(tmp_path):
                                timeout=300)  # fmt: skip
         assert again.returncode == 0 and again.stdout == en + "\n", again.stderr
         assert "training" not in again.stderr  # the checkpoint was reused
+
+
+def test_bench_toy_quick_compares_the_recipes_and_prints_the_ratio_last(capsys):
+    code, out, _ = _run(capsys, "bench", "--toy", "--quick")
+    lines = out.strip().splitlines()
+    assert code == 0
+    assert [line.split(" seed")[0].strip() for line in lines[1:3]] == [
+        "default", "previous"]  # fmt: skip
+    assert lines[-1].startswith("toy training time ratio default/previous: ")
+    assert float(lines[-1].split(": ")[1]) > 0

@@ -4,7 +4,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 from _toy import tiny_trained
+from torch import nn
 
+from transformer_edu.attention import MultiHeadAttention
 from transformer_edu.data import Vocab
 from transformer_edu.training import (
     TrainConfig,
@@ -95,3 +97,16 @@ def test_history_records_the_learning_rate_each_step_used():
     hist = train(model, pairs, sv, tv, cfg, progress=False)
     expected = [noam_lr(s, 16, 10, cfg.lr_factor) for s in (1, 2, 3)]
     assert hist.step_lr == pytest.approx(expected)
+
+
+def test_the_toy_recipe_drops_out_where_the_paper_does():
+    from transformer_edu.model import make_model
+    from transformer_edu.training import TOY_MODEL
+
+    model = make_model(20, 20, **TOY_MODEL).train()
+    p_of = {name: m.p for name, m in model.named_modules() if isinstance(m, nn.Dropout)}
+    attn = [m.dropout for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    assert attn and set(attn) == {0.0}  # no dropout on attention weights
+    assert {p for n, p in p_of.items() if n.endswith("ffn.dropout")} == {0.0}
+    rest = {p for n, p in p_of.items() if not n.endswith("ffn.dropout")}
+    assert rest == {TOY_MODEL["dropout"]}  # sub-layer outputs, embeddings + PE

@@ -118,7 +118,7 @@ def _load(args: argparse.Namespace):
         return model, sv, tv
     path = default_checkpoint_path()
     if not path.is_file():
-        print(f"no checkpoint at {path}; training the toy model first (about a minute)",
+        print(f"no checkpoint at {path}; training the toy model first (seconds on a CPU)",
               file=sys.stderr)  # fmt: skip
     return toy_model(path, progress=sys.stderr.isatty())
 
@@ -239,6 +239,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _bench_tatoeba(args)
     if args.steps is not None or args.device or args.nproc is not None:
         raise ValueError("--steps, --device and --nproc are for --tatoeba or --ddp")
+    if args.toy:
+        from .bench import toy_training
+
+        seeds = (0,) if args.quick else tuple(range(args.reps or 3))
+        toy_training(seeds, epochs=1 if args.quick else None)
+        return 0
     from .bench import BenchConfig, run
 
     cfg = BenchConfig(reps=5 if args.reps is None else args.reps)
@@ -358,6 +364,10 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--ddp", action="store_true",
                        help="tokens/s of 1 rank vs --nproc ranks under "
                             "torch.distributed.run (gloo, CPU)")  # fmt: skip
+    which.add_argument("--toy", action="store_true",
+                       help="the default toy model's training time and exact match "
+                            "against the previous recipe, alternating, seeds 0 to "
+                            "--reps - 1 (default 3)")  # fmt: skip
     b.add_argument("--threads", type=int,
                    help="torch threads (default: torch's; with --ddp: per rank, "
                         "default the cores split among the ranks)")  # fmt: skip

@@ -214,3 +214,47 @@ def run(cfg: BenchConfig, print_fn: Callable[[str], None] = print) -> dict[str, 
     print_fn(f"train-step ratio ours/torch: {o / t:.3f}")
     return {"train_ours_s": o, "train_torch_s": t, "train_ratio": o / t,
             "decode_cache_s": c, "decode_plain_s": p, "kv_speedup": p / c}  # fmt: skip
+
+
+# --- the toy model's training time ------------------------------------------------
+
+# The default toy recipe before the 15-second target (two layers each side, dropout
+# also on attention weights and the feed-forward's ReLU, 30 epochs): overrides of
+# today's TOY_MODEL / TOY_TRAINING that give it back.
+PREVIOUS_TOY = dict(
+    n_layers=2, d_ff=256, attention_dropout=None, activation_dropout=None, epochs=30
+)
+
+
+def toy_training(
+    seeds: tuple[int, ...] = (0, 1, 2),
+    epochs: int | None = None,
+    print_fn: Callable[[str], None] = print,
+) -> dict[str, float]:
+    """Train the default toy model and the previous recipe, alternating, per seed.
+
+    Reports each run's seconds (evaluations included, as ``train`` counts them) and
+    greedy exact match on the training and held-out pairs; the last line is the ratio
+    of the median times, today's / previous. ``epochs`` shortens both (a smoke run).
+    """
+    from .training import train_toy_model
+
+    short = {} if epochs is None else {"epochs": epochs}
+    sides = {"default": short, "previous": {**PREVIOUS_TOY, **short}}
+    print_fn(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU; "
+             f"seeds {list(seeds)}; previous recipe: {PREVIOUS_TOY}")  # fmt: skip
+    seconds: dict[str, list[float]] = {name: [] for name in sides}
+    for seed in seeds:
+        for name, overrides in sides.items():
+            _, _, _, h = train_toy_model(
+                progress=False, device="cpu", seed=seed, **overrides
+            )
+            seconds[name].append(h.seconds)
+            print_fn(
+                f"{name:8s} seed {seed}: {h.seconds:5.1f} s, exact match training "
+                f"{h.train_exact[-1]:.1%}, held-out {h.eval_exact[-1]:.1%}"
+            )
+    new, old = (statistics.median(seconds[name]) for name in sides)
+    print_fn(f"toy training time, median: default {new:.1f} s, previous {old:.1f} s")
+    print_fn(f"toy training time ratio default/previous: {new / old:.3f}")
+    return {"default_s": new, "previous_s": old, "ratio": new / old}

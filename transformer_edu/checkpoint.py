@@ -154,7 +154,8 @@ def toy_model(
     device: str | None = None,
 ) -> tuple[Transformer, Vocab, Vocab]:
     """The trained default toy model, loaded from ``path`` (default location), or
-    trained and saved there first if it is missing or was trained on another corpus.
+    trained and saved there first if it is missing, was trained on another corpus or
+    is not the current default toy model (``TOY_MODEL``).
 
     The model is returned in eval mode on ``device`` (default: CUDA if present, else CPU).
     """
@@ -169,12 +170,27 @@ def toy_model(
             if not train_if_missing:
                 raise
         else:
-            if meta.get("corpus") == corpus_fingerprint() or not train_if_missing:
+            current = meta.get("corpus") == corpus_fingerprint() and (
+                model.config == _toy_config(len(sv), len(tv))
+            )  # else trained on another corpus, or an older default toy model
+            if current or not train_if_missing:
                 return model, sv, tv
     if not train_if_missing:
         raise CheckpointError(f"no checkpoint at {path}")
     model, sv, tv, _ = train_and_save_toy_model(path, progress=progress, device=device)
     return model, sv, tv
+
+
+def _toy_config(src_vocab_size: int, tgt_vocab_size: int) -> TransformerConfig:
+    """The configuration ``TOY_MODEL`` gives for these vocabulary sizes."""
+    from .training import TOY_MODEL
+
+    kw = dict(TOY_MODEL)
+    n_layers = kw.pop("n_layers", None)
+    if n_layers is not None:  # as make_model reads it
+        kw.setdefault("n_encoder_layers", n_layers)
+        kw.setdefault("n_decoder_layers", n_layers)
+    return TransformerConfig(src_vocab_size, tgt_vocab_size, **kw)
 
 
 def train_and_save_toy_model(

@@ -68,11 +68,26 @@ def sequence_loss(logits: Tensor, tgt_out: Tensor, smoothing: float = 0.0) -> Te
     )  # fmt: skip
 
 
+def paper_adam(params) -> torch.optim.Adam:
+    """Adam as in the paper (β₁ 0.9, β₂ 0.98, ε 1e-9), lr 1 for a schedule to scale.
+
+    It uses PyTorch's fused kernel (every parameter updated in one kernel, not a few
+    small ones per tensor) where this torch has one for the parameters' device; the
+    same update up to float rounding. Otherwise the default implementation.
+    """
+    params = list(params)
+    kw = dict(lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    try:
+        return torch.optim.Adam(params, fused=True, **kw)
+    except (RuntimeError, TypeError, ValueError):  # no fused kernel for this device
+        return torch.optim.Adam(params, **kw)
+
+
 @dataclass
 class TrainConfig:
     """How to train (the model's own sizes live in TransformerConfig)."""
 
-    epochs: int = 30  # passes over the training pairs
+    epochs: int = 26  # passes over the training pairs
     batch_size: int = 64  # sentence pairs per step
     lr_factor: float = 0.3  # multiplies the paper's warm-up schedule
     warmup: int = 100  # steps of linear learning-rate warm-up
@@ -151,7 +166,7 @@ def train(
     model.to(device)
     forward = forward or (lambda m, src, tgt_in: m(src, tgt_in))
     torch.manual_seed(cfg.seed)
-    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    opt = paper_adam(model.parameters())
     d_model = model.config.d_model
     steps_per_epoch = -(-len(train_pairs) // cfg.batch_size)
     total = cfg.epochs * steps_per_epoch
@@ -207,10 +222,15 @@ def train(
     return hist
 
 
-# The default toy model: small enough to train in well under a minute on 2 CPU cores.
+# The default toy model and its training: 100 % exact match on the training pairs and
+# at least 99 % on the held-out ones in about 15 s on 2 CPU cores (README, "Measured").
+# Chosen for that budget (the compute per step, not the steps, was the cost): one
+# encoder and one decoder layer with a wider feed-forward network; dropout only where
+# the paper puts it (sub-layer outputs, embeddings + PE: dropout's random numbers are a
+# large share of a small model's step on the CPU); 26 epochs (were 30).
 TOY_MODEL = dict(
-    n_layers=2, d_model=128, n_heads=4, d_ff=256, dropout=0.1, max_len=64,
-    tie_generator=True,
+    n_layers=1, d_model=128, n_heads=4, d_ff=512, dropout=0.1, attention_dropout=0.0,
+    activation_dropout=0.0, max_len=64, tie_generator=True,
 )  # fmt: skip
 TOY_TRAINING = TrainConfig()
 
