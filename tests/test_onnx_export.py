@@ -43,7 +43,8 @@ def test_the_json_holds_what_the_page_needs(exported):
     assert meta["max_len"] == model.config.max_len
     ids = (meta["pad_id"], meta["bos_id"], meta["eos_id"], meta["unk_id"])
     assert ids == (Vocab.PAD, Vocab.BOS, Vocab.EOS, Vocab.UNK)
-    assert (meta["n_layers"], meta["n_heads"]) == (2, model.config.n_heads)
+    assert meta["n_layers"] == model.config.n_decoder_layers  # cross-attention layers
+    assert meta["n_heads"] == model.config.n_heads
     sizes = {p.name: p.stat().st_size for p in out.iterdir()}
     assert sum(sizes.values()) < 4_000_000, sizes  # fp32 weights, stored once
 
