@@ -11,7 +11,7 @@ import torch
 
 from .config import TransformerConfig
 from .data import Vocab, load_corpus
-from .model import Transformer
+from .model import Transformer, make_config
 
 FORMAT = "transformer_edu.checkpoint"
 VERSION = 1
@@ -170,8 +170,10 @@ def toy_model(
             if not train_if_missing:
                 raise
         else:
+            from .training import TOY_MODEL
+
             current = meta.get("corpus") == corpus_fingerprint() and (
-                model.config == _toy_config(len(sv), len(tv))
+                model.config == make_config(len(sv), len(tv), **TOY_MODEL)
             )  # else trained on another corpus, or an older default toy model
             if current or not train_if_missing:
                 return model, sv, tv
@@ -179,18 +181,6 @@ def toy_model(
         raise CheckpointError(f"no checkpoint at {path}")
     model, sv, tv, _ = train_and_save_toy_model(path, progress=progress, device=device)
     return model, sv, tv
-
-
-def _toy_config(src_vocab_size: int, tgt_vocab_size: int) -> TransformerConfig:
-    """The configuration ``TOY_MODEL`` gives for these vocabulary sizes."""
-    from .training import TOY_MODEL
-
-    kw = dict(TOY_MODEL)
-    n_layers = kw.pop("n_layers", None)
-    if n_layers is not None:  # as make_model reads it
-        kw.setdefault("n_encoder_layers", n_layers)
-        kw.setdefault("n_decoder_layers", n_layers)
-    return TransformerConfig(src_vocab_size, tgt_vocab_size, **kw)
 
 
 def train_and_save_toy_model(

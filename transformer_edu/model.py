@@ -262,6 +262,16 @@ class Transformer(nn.Module):
         return out
 
 
+def make_config(
+    src_vocab_size: int, tgt_vocab_size: int, n_layers: int | None = None, **kwargs
+) -> TransformerConfig:
+    """The configuration ``make_model`` builds from the same arguments."""
+    if n_layers is not None:
+        kwargs.setdefault("n_encoder_layers", n_layers)
+        kwargs.setdefault("n_decoder_layers", n_layers)
+    return TransformerConfig(src_vocab_size, tgt_vocab_size, **kwargs)
+
+
 def make_model(
     src_vocab_size: int, tgt_vocab_size: int, n_layers: int | None = None, **kwargs
 ) -> Transformer:
@@ -269,10 +279,7 @@ def make_model(
 
     Other keyword arguments are ``TransformerConfig`` fields (defaults: the paper's base).
     """
-    if n_layers is not None:
-        kwargs.setdefault("n_encoder_layers", n_layers)
-        kwargs.setdefault("n_decoder_layers", n_layers)
-    return Transformer(TransformerConfig(src_vocab_size, tgt_vocab_size, **kwargs))
+    return Transformer(make_config(src_vocab_size, tgt_vocab_size, n_layers, **kwargs))
 
 
 def count_parameters(module: nn.Module, trainable_only: bool = True) -> int:

@@ -68,19 +68,21 @@ def sequence_loss(logits: Tensor, tgt_out: Tensor, smoothing: float = 0.0) -> Te
     )  # fmt: skip
 
 
-def paper_adam(params) -> torch.optim.Adam:
+def paper_adam(params, fused: bool = True) -> torch.optim.Adam:
     """Adam as in the paper (β₁ 0.9, β₂ 0.98, ε 1e-9), lr 1 for a schedule to scale.
 
-    It uses PyTorch's fused kernel (every parameter updated in one kernel, not a few
-    small ones per tensor) where this torch has one for the parameters' device; the
-    same update up to float rounding. Otherwise the default implementation.
+    ``fused`` uses PyTorch's fused kernel (every parameter updated in one kernel, not
+    a few small ones per tensor) where this torch has one for the parameters' device;
+    the same update up to float rounding. Otherwise the default implementation.
     """
     params = list(params)
     kw = dict(lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    try:
-        return torch.optim.Adam(params, fused=True, **kw)
-    except (RuntimeError, TypeError, ValueError):  # no fused kernel for this device
-        return torch.optim.Adam(params, **kw)
+    if fused:
+        try:
+            return torch.optim.Adam(params, fused=True, **kw)
+        except (RuntimeError, TypeError, ValueError):  # no fused kernel for the device
+            pass
+    return torch.optim.Adam(params, **kw)
 
 
 @dataclass
