@@ -147,3 +147,42 @@ def test_the_glue_role_check_can_fail():
     text = "BLEU {glue:text}`ch12_b:.1f} and chrF {glue:text}`ch12_c:.1f`"
     assert not GLUE_CONTENT.fullmatch(GLUE_ROLE.search(text).group(1))
     assert GLUE_CONTENT.fullmatch(GLUE_ROLE.search("{glue:text}`ch12_c:.1f`").group(1))
+
+
+# --- where the book departs from the paper -----------------------------------------
+# The marker, one spelling everywhere (MyST attrs_inline: a span the page styles):
+DEPARTURE = "[ours, not the paper's]{.departure}"
+MARKER = re.compile(r"\[([^\]]*)\]\{\.departure\}")
+# Where a chapter departs from the paper, the paragraph that says so carries the
+# marker: per page, phrases that must each share a paragraph with it.
+DEPARTURES: dict[str, list[str]] = {}
+
+
+def paragraphs(path: Path) -> list[str]:
+    return [p for source in markdown_of(path) for p in re.split(r"\n\s*\n", source)]
+
+
+@pytest.mark.parametrize("path", pages(), ids=lambda p: p.stem)
+def test_departures_from_the_paper_are_marked_one_way(path):
+    found = [m.group(0) for p in paragraphs(path) for m in MARKER.finditer(p)]
+    odd = [f for f in found if f != DEPARTURE]
+    assert not odd, f"{path.name}: departure markers spelled otherwise: {odd}"
+    unmarked = [
+        phrase
+        for phrase in DEPARTURES.get(path.stem, [])
+        if not any(phrase in p and DEPARTURE in p for p in paragraphs(path))
+    ]
+    assert not unmarked, (
+        f"{path.name}: no paragraph both says {unmarked} and carries {DEPARTURE}"
+    )
+
+
+def test_the_departure_check_can_fail(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text(
+        f"Pre-LN here {DEPARTURE}.\n\nClipping, unmarked.\n\n[Ours]{{.departure}}\n"
+    )
+    paras = paragraphs(page)
+    assert any("Pre-LN" in p and DEPARTURE in p for p in paras)
+    assert not any("Clipping" in p and DEPARTURE in p for p in paras)
+    assert [m.group(0) for p in paras for m in MARKER.finditer(p)][1] != DEPARTURE

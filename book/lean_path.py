@@ -1,0 +1,210 @@
+"""The lean path through a chapter: which code cells the book shows, and which it folds.
+
+The rule, written once (tests/test_lean_path.py holds every chapter to it):
+
+- **Visible** (no tag): the code a reader needs to follow the idea. It holds no
+  instrumentation: no import, no ``glue``/``Markdown`` (numbers for the prose), no
+  ``assert``/``assert_close`` (the checks that prove the prose), no plotting
+  (``go.``, ``px.``, ``plt.``, ``make_subplots``, ``viz.``, a figure's ``show`` /
+  ``update_layout`` / ``add_trace`` ...).
+- **Folded** (``hide-input``: one click opens it; its output stays visible): set-up,
+  plotting, glue and assertions. A folded cell holds at least one such statement,
+  or says with the tag ``setup`` that it is set-up code the idea does not need.
+- **Listing** (``remove-input``): a cell that only calls ``show_source(...)``; the
+  reader sees the package's code it displays, not the call.
+- Exempt: the Colab install cell (``colab-install``), solutions (``solution``: their own
+  rule, tests/test_student_editions.py), removed cells (``remove-cell``).
+
+``python book/lean_path.py`` prints, per chapter, the visible code characters and the
+reading time of the visible text (prose words and visible code words at 200 words a
+minute), and ``--before REV`` the same for the chapters at a git revision.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HIDDEN = {"hide-input", "hide-cell"}
+REMOVED = {"remove-input", "remove-cell"}
+EXEMPT = {"colab-install", "solution", "remove-cell"}
+PLOT_ROOTS = {"go", "px", "plt", "make_subplots", "viz", "ff"}
+PLOT_METHODS = {
+    "show", "update_layout", "add_trace", "add_traces", "update_xaxes",
+    "update_yaxes", "add_annotation", "add_shape", "add_hline", "add_vline",
+    "update_traces", "add_hrect", "add_vrect", "savefig", "imshow",
+}  # fmt: skip
+WORDS_PER_MINUTE = 200
+MAGIC = re.compile(r"^\s*[%!].*$", re.MULTILINE)
+
+
+def dotted(node: ast.AST) -> str:
+    """``a.b.c`` for a Name/Attribute chain ('' for anything else)."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    if isinstance(node, ast.Call):  # go.Figure(...).show(): the chain's root call
+        inner = dotted(node.func)
+        return ".".join([inner, *reversed(parts)]) if inner else ""
+    return ".".join(reversed(parts))
+
+
+def instrumentation(source: str) -> set[str]:
+    """The kinds of instrumentation a code cell holds: 'set-up', 'glue',
+    'assertion', 'plotting', 'listing' (a ``show_source`` call)."""
+    tree = ast.parse(MAGIC.sub("", source))
+    kinds: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            kinds.add("set-up")
+        elif isinstance(node, ast.Assert):
+            kinds.add("assertion")
+        elif isinstance(node, ast.Call):
+            name = dotted(node.func)
+            last = name.rsplit(".", 1)[-1]
+            if last in ("glue", "Markdown"):
+                kinds.add("glue")
+            elif last.startswith("assert"):
+                kinds.add("assertion")
+            elif last == "show_source":
+                kinds.add("listing")
+            elif name.split(".", 1)[0] in PLOT_ROOTS or last in PLOT_METHODS:
+                kinds.add("plotting")
+    return kinds
+
+
+def only_listings(source: str) -> bool:
+    """True when every statement of the cell is a ``show_source(...)`` call."""
+    body = ast.parse(MAGIC.sub("", source)).body
+    return bool(body) and all(
+        isinstance(s, ast.Expr)
+        and isinstance(s.value, ast.Call)
+        and dotted(s.value.func).rsplit(".", 1)[-1] == "show_source"
+        for s in body
+    )
+
+
+@dataclass
+class CellVerdict:
+    index: int
+    tags: tuple[str, ...]
+    problem: str | None
+
+
+def check_cells(cells: list[dict]) -> list[CellVerdict]:
+    """Every code cell against the rule; ``problem`` is None when it keeps it."""
+    verdicts = []
+    for i, cell in enumerate(cells):
+        if cell["cell_type"] != "code":
+            continue
+        tags = set(cell.get("metadata", {}).get("tags", []))
+        source = "".join(cell["source"])
+        if tags & EXEMPT or not source.strip():
+            continue
+        kinds = instrumentation(source)
+        problem = None
+        if only_listings(source):
+            if "remove-input" not in tags:
+                problem = "a show_source cell must be tagged remove-input"
+        elif "remove-input" in tags:
+            problem = "remove-input is for show_source cells only"
+        elif "listing" in kinds:
+            problem = "show_source goes in a cell of its own (remove-input)"
+        elif tags & HIDDEN:
+            if not kinds and "setup" not in tags:
+                problem = "folded but holds no instrumentation (tag it setup if it is)"
+        elif kinds:
+            problem = (
+                f"visible but holds {', '.join(sorted(kinds))}: fold it or split it"
+            )
+        verdicts.append(CellVerdict(i, tuple(sorted(tags)), problem))
+    return verdicts
+
+
+def visible_code(cells: list[dict]) -> str:
+    return "\n".join(
+        "".join(c["source"])
+        for c in cells
+        if c["cell_type"] == "code"
+        and not set(c.get("metadata", {}).get("tags", [])) & (HIDDEN | REMOVED | EXEMPT)
+    )
+
+
+def prose(cells: list[dict]) -> str:
+    return "\n".join(
+        "".join(c["source"])
+        for c in cells
+        if c["cell_type"] == "markdown"
+        and not set(c.get("metadata", {}).get("tags", [])) & {"remove-cell", "solution"}
+    )
+
+
+def report(cells: list[dict]) -> dict:
+    code, text = visible_code(cells), prose(cells)
+    all_code = sum(len("".join(c["source"])) for c in cells if c["cell_type"] == "code")
+    words = len(text.split()) + len(code.split())
+    return {
+        "visible_code_chars": len(code),
+        "all_code_chars": all_code,
+        "prose_words": len(text.split()),
+        "reading_minutes": round(words / WORDS_PER_MINUTE, 1),
+    }
+
+
+def chapters_at(rev: str | None) -> dict[str, list[dict]]:
+    out = {}
+    if rev is None:
+        for path in sorted((ROOT / "chapters").glob("*.ipynb")):
+            out[path.stem] = json.loads(path.read_text(encoding="utf8"))["cells"]
+        return out
+    names = subprocess.run(
+        ["git", "ls-tree", "--name-only", rev, "chapters/"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    for name in sorted(n for n in names if n.endswith(".ipynb")):
+        text = subprocess.run(
+            ["git", "show", f"{rev}:{name}"],
+            cwd=ROOT, capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        out[Path(name).stem] = json.loads(text)["cells"]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--before", help="a git revision to compare with")
+    args = parser.parse_args(argv)
+    now = {k: report(v) for k, v in chapters_at(None).items()}
+    before = (
+        {k: report(v) for k, v in chapters_at(args.before).items()}
+        if args.before
+        else {}
+    )
+    head = (
+        f"{'chapter':34} {'visible code':>14} {'of all code':>12} {'reading min':>12}"
+    )
+    print(head)
+    for name, r in now.items():
+        b = before.get(name)
+        vis = f"{r['visible_code_chars']:,}"
+        mins = f"{r['reading_minutes']}"
+        if b:
+            vis = f"{b['visible_code_chars']:,} → {vis}"
+            mins = f"{b['reading_minutes']} → {mins}"
+        print(f"{name:34} {vis:>14} {r['all_code_chars']:>12,} {mins:>12}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
