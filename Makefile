@@ -15,7 +15,7 @@ JB_BUILD  := jupyter-book build . -W -n --keep-going --all
 PYTEST_ARGS ?= -q
 TEST_WORKERS ?= 2
 
-.PHONY: book test lint clean demo student grade
+.PHONY: book test lint clean demo student grade translations
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,10 +36,20 @@ $(CHROMIUM):
 	$(SUDO) apt-get update
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
 
-# Build the whole book, every notebook executed; a warning fails it.
-# Open _build/html/index.html (works offline).
+# Build the whole book, every notebook executed; a warning fails it: the English
+# edition (_build/html/index.html), then the Japanese one from the catalogues
+# (_build/html/ja/index.html), which reuses the execution cache (book/build.py).
 book: $(STAMP) $(NPM_STAMP)
+	$(VENV_PATH) $(PY) book/build.py
+
+# After the English text changed: the English build (for the figures' strings), the
+# message templates, the catalogues brought up to date (new messages untranslated,
+# changed ones fuzzy: make test fails until they are translated), the Japanese
+# notebooks written again.
+translations: $(STAMP) $(NPM_STAMP)
 	$(VENV_PATH) $(JB_BUILD)
+	$(VENV_PATH) $(PY) book/i18n.py update
+	$(PY) book/ja_notebooks.py
 
 # Lint first (ruff check + format, as CI runs it), then in one pytest run: unit tests,
 # every chapter run by nbval, the student edition of chapter 11 run unsolved (its stubs
@@ -58,7 +68,7 @@ test: lint $(NPM_STAMP) $(CHROMIUM)
 	$(VENV_PATH) CHROMIUM=$(CHROMIUM) OMP_NUM_THREADS=1 $(PY) -m pytest tests chapters $(STUDENT_RUN) --nbval-lax --nbval-current-env \
 	  --nbval-cell-timeout=300 -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
-STUDENT_RUN := student/11_exercises.ipynb
+STUDENT_RUN := student/11_exercises.ipynb student/ja/11_exercises.ipynb
 LINTED := transformer_edu tests book scripts chapters student
 
 lint: $(STAMP)
@@ -69,6 +79,7 @@ lint: $(STAMP)
 # "solution"), and grade a folder of submitted notebooks into grades/grades.csv.
 student: $(STAMP)
 	$(PY) book/student_edition.py
+	$(PY) book/ja_notebooks.py
 
 SUBMISSIONS ?= submissions
 grade: $(STAMP)

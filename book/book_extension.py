@@ -48,6 +48,8 @@ import shutil
 import sys
 from pathlib import Path
 
+import editions  # book/ (this folder) is on sys.path: _config.yml's local_extensions
+
 ROOT = Path(__file__).resolve().parent.parent
 NODE_MODULES = ROOT / "book_assets" / "node_modules"
 VENDOR = "vendor"  # under _static
@@ -64,6 +66,7 @@ TRANSLATOR_DIR = "translator"  # under _static: the exported ONNX graphs and JSO
 # plotly.js 4 always sets window.Plotly; loading it first is right for both.
 PLOTLY_PRIORITY = 300
 CACHE_KEY_FILE = "transformer_edu.sha256"
+EDITION_ENV = "TRANSFORMER_EDU_EDITION"  # set by book/i18n.py for the Japanese build
 
 # The ipywidgets HTML manager typesets widget labels through the MathJax 2 API
 # (MathJax.Hub.Queue); the book loads MathJax 3. Map that one call. It is installed
@@ -187,7 +190,12 @@ def _builder_inited(app) -> None:
     if app.builder.format == "html":
         static = Path(app.outdir) / "_static"
         copy_assets(static)
-        export_translator(static)
+        english = ROOT / "_build" / "html" / "_static" / TRANSLATOR_DIR
+        if os.environ.get(EDITION_ENV) and english.is_dir():
+            # the Japanese edition serves the graphs the English build exported
+            shutil.copytree(english, static / TRANSLATOR_DIR, dirs_exist_ok=True)
+        else:
+            export_translator(static)
 
 
 # Plotly draws as soon as the page parses, maybe before the browser has fetched the
@@ -313,7 +321,8 @@ def kernel_profile(build_dir: Path) -> Path:
 
 
 def _config_inited(app, config) -> None:
-    _reset_stale_cache(app, config)
+    if not os.environ.get(EDITION_ENV):  # the Japanese build reuses the English cache
+        _reset_stale_cache(app, config)
     # Kernels inherit this process's environment: they start with the book's profile.
     os.environ["IPYTHONDIR"] = str(kernel_profile(Path(app.outdir).parent))
 
@@ -350,6 +359,7 @@ def setup(app):
     app.connect("config-inited", _config_inited)
     app.connect("builder-inited", _builder_inited)
     app.connect("html-page-context", _html_page_context)
+    editions.setup(app)  # the language switcher; the Japanese pages' figures, Colab
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 

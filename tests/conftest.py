@@ -139,12 +139,8 @@ def _serialise_nbval_kernel_starts() -> None:
 
 
 def book_command() -> list[str]:
-    jb = Path(sys.executable).with_name("jupyter-book")
-    cli = [str(jb)] if jb.exists() else [sys.executable, "-c", _JB_MAIN]
-    return [*cli, "build", str(ROOT), "-W", "-n", "--keep-going", "--all"]
-
-
-_JB_MAIN = "import sys; from jupyter_book.cli.main import main; sys.exit(main())"
+    """What `make book` runs: both editions (book/build.py)."""
+    return [sys.executable, str(ROOT / "book" / "build.py")]
 
 
 def _start_build() -> BookBuild:

@@ -1,0 +1,441 @@
+"""The Japanese edition: complete catalogues, the same roles and math as the English,
+the glossary's terms, Japanese notebooks generated from the catalogues, and the built
+Japanese pages against the English ones (book/i18n.py, book/editions.py,
+book/ja_notebooks.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from html.parser import HTMLParser
+from pathlib import Path
+
+import editions
+import i18n
+import ja_notebooks
+import pytest
+from babel.messages.pofile import read_po
+from sync_colab import colab_link, repository, toc_files  # book/ is on pythonpath
+
+ROOT = Path(__file__).resolve().parent.parent
+PO_DIR = ROOT / "locale" / "ja" / "LC_MESSAGES"
+HTML_DIR = ROOT / "_build" / "html"
+JA_DIR = HTML_DIR / "ja"
+PAGES = toc_files(ROOT)
+CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
+
+
+def catalogues() -> dict[str, list]:
+    out = {}
+    for po in sorted(PO_DIR.rglob("*.po")):
+        with po.open("rb") as f:
+            out[po.relative_to(PO_DIR).with_suffix("").as_posix()] = read_po(
+                f, locale="ja"
+            )
+    return out
+
+
+def messages():
+    for name, catalog in catalogues().items():
+        for m in catalog:
+            if m.id:
+                yield name, m
+
+
+# --- the catalogues -----------------------------------------------------------------
+
+
+def test_every_page_of_the_toc_has_a_catalogue():
+    missing = [p for p in PAGES if not (PO_DIR / f"{p}.po").exists()]
+    assert not missing, f"pages with no catalogue (run make translations): {missing}"
+
+
+@pytest.mark.parametrize("name", sorted(catalogues()), ids=str)
+def test_catalogue_is_complete(name):
+    catalog = catalogues()[name]
+    msgs = [m for m in catalog if m.id]
+    fuzzy = [m.id[:60] for m in msgs if m.fuzzy]
+    empty = [m.id[:60] for m in msgs if not m.string]
+    obsolete = list(catalog.obsolete)
+    assert not (fuzzy or empty or obsolete), (
+        f"{name}.po: {len(empty)} untranslated, {len(fuzzy)} fuzzy, "
+        f"{len(obsolete)} obsolete (translate them; make translations drops the "
+        f"obsolete): untranslated {empty[:5]}, fuzzy {fuzzy[:5]}"
+    )
+
+
+def test_the_templates_hold_exactly_the_catalogues_messages(tmp_path, monkeypatch):
+    """Regenerating the templates from the English pages gives the msgids the
+    catalogues hold: an English change not yet carried into the catalogues fails."""
+    monkeypatch.setattr(i18n, "POT_DIR", tmp_path / "gettext" / "pot")
+    pot_dir = i18n.templates()
+    pots = {}
+    for pot in sorted(pot_dir.rglob("*.pot")):
+        with pot.open("rb") as f:
+            name = pot.relative_to(pot_dir).with_suffix("").as_posix()
+            pots[name] = {m.id for m in read_po(f) if m.id}
+    held = {
+        name: {m.id for m in cat if m.id}
+        for name, cat in catalogues().items()
+        if name != i18n.FIGURES_DOMAIN
+    }
+    assert set(pots) == set(held), (sorted(pots), sorted(held))
+    differ = {
+        name: (len(pots[name] - held[name]), len(held[name] - pots[name]))
+        for name in pots
+        if pots[name] != held[name]
+    }
+    assert not differ, (
+        "catalogues out of date with the English text (new, gone); run "
+        f"make translations: {differ}"
+    )
+
+
+# roles, math, code spans, link targets and the departure marker pass through unchanged
+KEPT = re.compile(
+    r"\{(?:glue(?::\w+)?|cite(?::\w+)?|numref|ref|eq|doc|term|download)\}`[^`]*`"
+    r"|\$\$.*?\$\$|(?<![\\$])\$[^$\n]+\$"
+    r"|`[^`]+`"
+    r"|\]\([^)\s]+\)"
+    r"|\{\.departure\}"
+    r"|\{\d+\}|<[^>]+>",  # figures.po: number placeholders and HTML tags
+    re.DOTALL,
+)
+
+
+def kept(text: str) -> Counter:
+    return Counter(m.group(0) for m in KEPT.finditer(text))
+
+
+def test_each_translation_keeps_its_roles_math_and_code():
+    wrong = [
+        f"{name}: {m.id[:70]!r}: missing {dict(kept(m.id) - kept(m.string))}, "
+        f"extra {dict(kept(m.string) - kept(m.id))}"
+        for name, m in messages()
+        if m.string and kept(m.id) != kept(m.string)
+    ]
+    assert not wrong, (
+        f"{len(wrong)} translations change roles/math/code:\n" + "\n".join(wrong[:30])
+    )
+
+
+def test_the_roles_check_can_fail():
+    msgid = "BLEU {glue:text}`ch12_bleu:.1f` with $\\alpha$ and `beam_search` {cite}`x`"
+    assert kept(msgid) == kept(
+        "BLEU は {glue:text}`ch12_bleu:.1f`、$\\alpha$、`beam_search` {cite}`x`"
+    )
+    assert kept(msgid) != kept(
+        "BLEU は {glue:text}`ch12_bleu:.2f`、$\\alpha$ と `beam_search`"
+    )
+
+
+# --- the glossary ---------------------------------------------------------------------
+
+NOT_PROSE = re.compile(
+    r"\{[\w:]+\}`[^`]*`|`[^`]*`|\$\$.*?\$\$|\$[^$\n]+\$|\]\([^)]*\)|https?://\S+"
+    r"|Attention Is All You Need|\*[^*]+\*(?=\s*\{cite)",
+    re.DOTALL,
+)
+
+
+def _term_pattern(term: dict) -> re.Pattern:
+    spellings = [term["en"], *term.get("also", [])]
+    alts = "|".join(re.escape(s).replace(r"\-", "[-‐ ]?") for s in spellings)
+    return re.compile(rf"(?<![\w-])(?:{alts})(?:s|es)?(?![\w-])", re.IGNORECASE)
+
+
+def glossary_misses(pairs) -> list[str]:
+    """(catalogue, msgid, msgstr) whose English holds a term and Japanese lacks its
+    Japanese term. A term inside a longer glossary term (attention in multi-head
+    attention) is checked through the longer one."""
+    terms = editions.glossary_terms()
+    patterns = [(t, _term_pattern(t)) for t in terms]
+    misses = []
+    for name, msgid, msgstr in pairs:
+        text = NOT_PROSE.sub(" ", msgid)
+        for term, pattern in patterns:
+            if pattern.search(text) and term["ja"] not in msgstr:
+                misses.append(f"{name}: {term['en']} -> {term['ja']}: {msgid[:60]!r}")
+    return misses
+
+
+def test_each_glossary_term_is_used_for_its_english_term():
+    pairs = [
+        (name, m.id, m.string)
+        for name, m in messages()
+        if m.string and name != i18n.FIGURES_DOMAIN
+    ]
+    misses = glossary_misses(pairs)
+    assert not misses, f"{len(misses)} messages without their glossary term:\n" + (
+        "\n".join(misses[:40])
+    )
+
+
+def test_the_glossary_check_can_fail():
+    good = (
+        "p",
+        "Multi-head attention uses a mask.",
+        "マルチヘッドアテンションはマスクを使う。",
+    )
+    bad = ("p", "The decoder's beam search.", "デコーダの束探索。")
+    code = ("p", "Call `beam_search` here.", "ここで `beam_search` を呼ぶ。")
+    assert glossary_misses([good, code]) == []
+    assert [m.split(": ", 1)[1].split(":")[0] for m in glossary_misses([bad])] == [
+        "beam search -> ビームサーチ"
+    ]
+
+
+def test_the_glossary_is_one_term_each():
+    terms = editions.glossary_terms()
+    ens = [t["en"].lower() for t in terms]
+    assert len(ens) == len(set(ens)), "an English term twice in the glossary"
+
+
+# --- the Japanese notebooks -----------------------------------------------------------
+
+
+def test_the_japanese_notebooks_are_generated_and_fresh():
+    stale = ja_notebooks.stale()
+    assert not stale, f"{stale} (run make student, or python book/ja_notebooks.py)"
+
+
+def test_translating_markdown_keeps_its_structure():
+    table = {
+        "A long item that runs over two lines.": "二行にわたる長い項目。",
+        "Answer": "解答",
+        "The body of the answer.": "解答の本文。",
+        "cell": "セル",
+        "Title": "題",
+    }
+    text = (
+        "# Title\n\n- A long item that runs\n  over two lines.\n\n"
+        "```{admonition} Answer\n:class: dropdown\nThe body of\nthe answer.\n```\n\n"
+        "| cell | x |\n|---|---|\n| 1 | 2 |\n"
+    )
+    out = ja_notebooks.translate_markdown(text, table)
+    assert out == (
+        "# 題\n\n- 二行にわたる長い項目。\n\n"
+        "```{admonition} 解答\n:class: dropdown\n解答の本文。\n```\n\n"
+        "| セル | x |\n|---|---|\n| 1 | 2 |\n"
+    )
+
+
+def test_glue_keys_are_qualified_for_the_japanese_build():
+    text = "BLEU {glue:text}`ch12_bleu:.1f` and {glue:text}`other.ipynb::k`"
+    assert i18n.qualify_glue(text, "chapters/12_real_japanese") == (
+        "BLEU {glue:text}`12_real_japanese.ipynb::ch12_bleu:.1f` and "
+        "{glue:text}`other.ipynb::k`"
+    )
+
+
+# --- figures and widgets -------------------------------------------------------------
+
+
+def _figure_html() -> str:
+    import plotly.graph_objects as go
+    from plotly_renderer import BookRenderer
+
+    fig = go.Figure(
+        [go.Scatter(x=[1, 2], y=[3, 4], name="train loss")],
+        layout={
+            "title": {"text": "Loss per step"},
+            "xaxis": {"title": {"text": "step"}},
+        },
+        frames=[go.Frame(data=[go.Scatter(y=[1, 2])], name="f1")],
+    )
+    fig.update_layout(
+        sliders=[
+            {
+                "steps": [
+                    {"label": "epoch one", "method": "animate", "args": [["f1"]]}
+                ],
+                "currentvalue": {"prefix": "Epoch: "},
+            }
+        ]  # fmt: skip
+    )
+    return BookRenderer().to_mimebundle(fig.to_dict())["text/html"]
+
+
+def test_figure_strings_are_found_and_translated():
+    html = _figure_html()
+    found = editions.figure_strings(html)
+    assert set(found) == {"train loss", "Loss per step", "step", "epoch one", "Epoch: "}
+    table = {
+        "train loss": "訓練損失",
+        "Loss per step": "ステップごとの損失",
+        "step": "ステップ",
+    }
+    out = editions.translate_figures(html, table)
+    # what is left in English is what the table did not translate
+    assert set(editions.figure_strings(out)) == {"epoch one", "Epoch: "}
+    assert all(f'"{ja}"' in out for ja in table.values())
+    assert "[1, 2]" in out.replace("\n", "")  # the data stay
+    # the page's script still parses: same calls, same ids
+    assert out.count("Plotly.newPlot(") == html.count("Plotly.newPlot(") == 1
+
+
+# --- the built Japanese edition -------------------------------------------------------
+
+book = pytest.mark.book
+
+
+class _Text(HTMLParser):
+    """The article's text blocks (tag, text), skipping code, outputs and math."""
+
+    SKIP_CLASSES = {
+        "highlight", "cell_output", "output", "math", "MathJax", "citation",
+        "tedu-source", "docutils container", "mjx-container", "bibliography",
+        "toggle-details", "headerlink",
+    }  # fmt: skip
+    BLOCKS = {"p", "li", "h1", "h2", "h3", "h4", "h5", "h6", "caption", "th", "td",
+              "figcaption", "dt", "summary"}  # fmt: skip
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.stack: list[tuple[str, bool]] = []
+        self.blocks: list[tuple[str, str]] = []
+        self._buf: list[list[str]] = []
+        self.in_main = False
+
+    def _skipping(self):
+        return any(skip for _, skip in self.stack)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "main":
+            self.in_main = True
+        classes = set((attrs.get("class") or "").split())
+        skip = (
+            tag in ("pre", "code", "script", "style", "svg", "math", "mjx-container")
+            or bool(classes & self.SKIP_CLASSES)
+            or any(c.startswith("cell_output") for c in classes)
+        )
+        if tag in ("br", "img", "meta", "link", "input", "hr", "col"):
+            return
+        self.stack.append((tag, skip))
+        if tag in self.BLOCKS and self.in_main:
+            self._buf.append([])
+
+    def handle_endtag(self, tag):
+        while self.stack:
+            t, _ = self.stack.pop()
+            if t == tag:
+                break
+        if tag in self.BLOCKS and self._buf and self.in_main:
+            text = " ".join("".join(self._buf.pop()).split())
+            if text:
+                self.blocks.append((tag, text))
+        if tag == "main":
+            self.in_main = False
+
+    def handle_data(self, data):
+        if self._buf and not self._skipping():
+            self._buf[-1].append(data)
+
+
+def english_only_blocks(html: str) -> list[str]:
+    parser = _Text()
+    parser.feed(html)
+    return [
+        f"<{tag}> {text[:80]}"
+        for tag, text in parser.blocks
+        if re.search(r"[A-Za-z]{3,}", text) and not CJK.search(text)
+    ]
+
+
+def test_the_english_only_check_can_fail():
+    html = (
+        "<main><p>これは日本語 with English</p><p>Only English here</p>"
+        "<div class='highlight'><pre>code only</pre></div>"
+        "<p><code>print()</code></p><li>x = 1</li></main>"
+    )
+    assert english_only_blocks(html) == ["<p> Only English here"]
+
+
+@book
+def test_the_japanese_build_executed_no_notebook(book):
+    log = book.log
+    assert "[book/build.py] ja:" in log, "the Japanese edition was not built"
+    ja_log = log.split("[book/build.py] ja:", 1)[1]
+    assert "Executing notebook" not in ja_log, "the Japanese build executed notebooks"
+    times = json.loads((ROOT / "_build" / "book-build-times.json").read_text())
+    assert set(times) == {"en", "ja"}
+
+
+@book
+@pytest.mark.parametrize("page", PAGES)
+def test_each_page_links_to_its_other_edition(book, page):
+    en = (HTML_DIR / f"{page}.html").read_text(encoding="utf8")
+    ja = (JA_DIR / f"{page}.html").read_text(encoding="utf8")
+    assert re.search(r'<html[^>]*\blang="ja"', ja), f"ja/{page}: not <html lang=ja>"
+    assert re.search(r'<html[^>]*\blang="en"', en), f"{page}: not <html lang=en>"
+    to_ja = editions.other_edition_href(page, "en")
+    to_en = editions.other_edition_href(page, "ja")
+    assert f'href="{to_ja}"' in en and 'hreflang="ja"' in en, page
+    assert f'href="{to_en}"' in ja and 'hreflang="en"' in ja, page
+    # the addresses resolve to the page itself in the other edition
+    here = (HTML_DIR / page).parent
+    assert (here / to_ja).resolve() == (JA_DIR / f"{page}.html").resolve()
+    assert ((JA_DIR / page).parent / to_en).resolve() == (
+        HTML_DIR / f"{page}.html"
+    ).resolve()
+
+
+def _counts(html: str) -> dict:
+    glued = sorted(re.findall(r'class="pasted-text">([^<]*)<', html))
+    return {
+        "glued": glued,
+        "plotly": html.count('class="plotly-graph-div'),
+        "images": len(re.findall(r"<img\b", re.split(r"<main", html, maxsplit=1)[-1])),
+        "math": len(re.findall(r'class="math[ "]', html)),
+        "citations": len(re.findall(r'<span class="[^"]*\bcitation\b|role="doc-biblioref"'
+                                    r'|class="reference internal" href="[^"]*bibliography', html)),
+        "listings": html.count('class="tedu-source"'),
+    }  # fmt: skip
+
+
+@book
+@pytest.mark.parametrize("page", PAGES)
+def test_japanese_page_shows_what_the_english_page_shows(book, page):
+    en = _counts((HTML_DIR / f"{page}.html").read_text(encoding="utf8"))
+    ja = _counts((JA_DIR / f"{page}.html").read_text(encoding="utf8"))
+    assert ja == en, {k: (en[k], ja[k]) for k in en if en[k] != ja[k]}
+
+
+@book
+@pytest.mark.parametrize("page", [p for p in PAGES if p != "bibliography"])
+def test_japanese_page_has_no_english_only_text(book, page):
+    found = english_only_blocks((JA_DIR / f"{page}.html").read_text(encoding="utf8"))
+    assert not found, f"ja/{page}: {len(found)} English-only blocks: {found[:10]}"
+
+
+@book
+@pytest.mark.parametrize("page", [p for p in PAGES if p.startswith("chapters/")])
+def test_japanese_chapter_opens_the_japanese_notebook_in_colab(book, page):
+    url, branch, book_path = repository(ROOT)
+    rel = f"{ja_notebooks.JA_CHAPTERS.as_posix()}/{Path(page).name}.ipynb"
+    link = colab_link(url, branch, f"{book_path}/{rel}" if book_path else rel)
+    html = (JA_DIR / f"{page}.html").read_text(encoding="utf8")
+    assert f'href="{link}"' in html, f"ja/{page}: no Colab button to {link}"
+    assert (ROOT / rel).exists()
+
+
+@book
+def test_japanese_search_finds_positional_encoding_offline(book, browser):
+    tab = browser.new_page()
+    try:
+        query = "位置エンコーディング"
+        tab.goto((JA_DIR / "search.html").as_uri() + f"?q={query}", wait_until="load")
+        tab.wait_for_function(
+            "() => document.querySelectorAll('#search-results li').length > 0"
+            " || /検索が完了|no results|did not match/i.test("
+            "document.querySelector('#search-results')?.innerText || '')",
+            timeout=30_000,
+        )
+        links = tab.eval_on_selector_all(
+            "#search-results li a", "els => els.map(a => a.getAttribute('href'))"
+        )
+    finally:
+        tab.close()
+    assert any("chapters/03_positional_encoding" in h for h in links), links
