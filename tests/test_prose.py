@@ -155,7 +155,13 @@ DEPARTURE = "[ours, not the paper's]{.departure}"
 MARKER = re.compile(r"\[([^\]]*)\]\{\.departure\}")
 # Where a chapter departs from the paper, the paragraph that says so carries the
 # marker: per page, phrases that must each share a paragraph with it.
-DEPARTURES: dict[str, list[str]] = {}
+DEPARTURES: dict[str, list[str]] = {
+    "02_tokens_and_embeddings": [
+        "keeps a Japanese and an English",
+        "the paper shares all three matrices",
+    ],
+    "04_scaled_dot_product_attention": ["$-\\infty$", "most negative finite float"],
+}
 
 
 def paragraphs(path: Path) -> list[str]:

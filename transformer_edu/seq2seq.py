@@ -154,6 +154,18 @@ def make_score(name: str, hidden_dim: int) -> nn.Module:
 # --- attention --------------------------------------------------------------------
 
 
+def _check_key_mask(mask: Tensor, keys: Tensor) -> None:
+    """Raise ValueError unless ``mask`` is (B, S) like ``keys`` and every row allows a key."""
+    if mask.shape != keys.shape[:2]:
+        raise ValueError(
+            f"mask shape {tuple(mask.shape)} does not match keys (B, S) = "
+            f"{tuple(keys.shape[:2])}"
+        )
+    empty = (~mask.any(dim=1)).nonzero().flatten().tolist()
+    if empty:
+        raise ValueError(f"mask rows {empty} allow no position to be attended")
+
+
 class Attention(nn.Module):
     """Softmax over scores, then a weighted sum of the keys: c = Σ_j a(j) s_j."""
 
@@ -177,14 +189,7 @@ class Attention(nn.Module):
             query = query[:, None, :]  # (B, 1, H)
         scores = self.score(query, keys)  # (B, T, S)
         if mask is not None:
-            if mask.shape != keys.shape[:2]:
-                raise ValueError(
-                    f"mask shape {tuple(mask.shape)} does not match keys (B, S) = "
-                    f"{tuple(keys.shape[:2])}"
-                )
-            empty = (~mask.any(dim=1)).nonzero().flatten().tolist()
-            if empty:
-                raise ValueError(f"mask rows {empty} allow no position to be attended")
+            _check_key_mask(mask, keys)
             # -inf becomes exactly 0 after softmax: PADs get no weight at all.
             scores = scores.masked_fill(~mask[:, None, :], float("-inf"))
         weights = F.softmax(scores, dim=-1)  # (B, T, S)
