@@ -284,6 +284,44 @@ def test_every_code_point_equals_python(vocab, sp, tmp_path):
     assert not bad, f"{len(bad)} of {len(texts)} differ: {bad[:3]}"
 
 
+IN_PAGE = """async (job) => {
+  const { texts, ids } = JSON.parse(job);  // JSON keeps unpaired surrogates as they are
+  const { loadSentencePiece } = await import("./spm.js");
+  const sp = await loadSentencePiece("./vocab.json");
+  const encoded = texts.map((text) => {
+    const { pieces, ids } = sp.encode(text);
+    return [pieces, ids, sp.decode(ids), sp.normalize(text)];
+  });
+  const decoded = ids.map((list) => {
+    try { return sp.decode(list); } catch (e) { return { error: e.name }; }
+  });
+  return [encoded, decoded];
+}"""
+
+
+def test_in_chromium_equals_python(vocab, sp, random_inputs, browser, tmp_path):
+    """The module as a page imports it (served, fetched, run by Chromium's V8)."""
+    from static_server import serve  # book/ is on pythonpath
+
+    texts, id_lists = random_inputs[0][:5000], random_inputs[1][:5000]
+    shutil.copy(SPM_JS, tmp_path / "spm.js")
+    (tmp_path / "vocab.json").write_text(json.dumps(vocab), encoding="utf8")
+    (tmp_path / "index.html").write_text("<!doctype html><title>spm.js</title>")
+    with serve(tmp_path) as base:
+        tab = browser.new_page()
+        try:
+            tab.goto(f"{base}index.html")
+            job = json.dumps({"texts": texts, "ids": id_lists})
+            js_enc, js_dec = tab.evaluate(IN_PAGE, job)
+        finally:
+            tab.close()
+    py_enc, py_dec = run_python(sp, texts, id_lists)
+    bad_text = mismatches(texts, js_enc, py_enc)
+    bad_ids = mismatches(id_lists, js_dec, py_dec)
+    assert not bad_text, f"{len(bad_text)} of {len(texts)} differ: {bad_text[:3]}"
+    assert not bad_ids, f"{len(bad_ids)} of {len(id_lists)} differ: {bad_ids[:3]}"
+
+
 def variant(model: bytes, **flags) -> bytes:
     """The model with other normaliser (or trainer) flags. Without byte fallback the
     byte pieces become unused ones (sentencepiece refuses byte pieces then)."""

@@ -28,15 +28,21 @@
 // 1. normalise (normalizer.cc): at each position the longest key of the precompiled
 //    charsmap (a Darts-clone double-array trie) is replaced by its string; leading,
 //    trailing and repeated spaces are dropped; "▁" is put first and for each space.
-//    String.prototype.normalize("NFKC") is not this: the charsmap also deletes control
-//    characters, maps other spaces to " ", keeps "～" and follows an older Unicode.
+//    String.prototype.normalize("NFKC") is not this: the charsmap deletes control
+//    characters, maps 14 other spaces (tab, newline, U+200B, U+FEFF, ...) to " ",
+//    keeps "～" (U+FF5E), and maps only sequences of up to four characters, where
+//    NFKC reorders and composes any run of combining marks.
 // 2. segment (unigram_model.cc, EncodeOptimized): Viterbi over the pieces, scores
 //    added in float32, a tie kept by the path found first; a character no piece
 //    covers is unknown (score: lowest piece score - 10).
 // 3. byte fallback (sentencepiece_processor.cc): an unknown character becomes the
 //    pieces <0xXX> of its UTF-8 bytes.
-// 4. decode: "▁" -> " " (the first one dropped), byte pieces joined into characters
-//    (a byte that forms none -> U+FFFD), control pieces -> "", <unk> -> " ⁇ ".
+// 4. decode: "▁" -> " " (those that would start the text dropped), byte pieces
+//    joined into characters (each byte that forms none -> U+FFFD, not TextDecoder's
+//    rule), a U+FEFF kept, control pieces -> "", <unk> -> " ⁇ ".
+//
+// Only what this model needs: unigram, no user-defined pieces, no denormaliser
+// (spm_vocab.py refuses other models; the constructor refuses their files).
 
 const FORMAT = "transformer_edu spm-vocab 1";
 const TYPE = { NORMAL: 1, UNKNOWN: 2, CONTROL: 3, USER_DEFINED: 4, UNUSED: 5, BYTE: 6 };
@@ -217,6 +223,9 @@ export class SentencePiece {
     const n = vocab.pieces.length;
     if (vocab.scores.length !== n || vocab.types.length !== n) {
       throw new Error(`spm.js: ${n} pieces but ${vocab.scores.length} scores and ${vocab.types.length} types`);
+    }
+    if (vocab.types.includes(String(TYPE.USER_DEFINED))) {
+      throw new Error("spm.js: user-defined pieces are not supported");
     }
     this.pieces = vocab.pieces;
     this.scores = Float32Array.from(vocab.scores); // float32, as in the model
