@@ -264,10 +264,38 @@ def _caption_transform():
     return TranslateTocCaptions
 
 
+JA_SUFFIX = "__ja"  # glue("name__ja", ...) beside glue("name", ...): its Japanese words
+
+
+def _glue_words_transform():
+    from myst_nb.ext.glue.crossref import read_glue_cache
+    from myst_nb.ext.glue.utils import PendingGlueReference
+    from sphinx.transforms.post_transforms import SphinxPostTransform
+
+    class JapaneseGluedWords(SphinxPostTransform):
+        """A chapter that glues words, not only numbers ("faster", "none"), glues
+        their Japanese too under ``<name>__ja``; the Japanese pages paste that one.
+        Runs before myst-nb resolves the glue references (priority 5)."""
+
+        default_priority = 4
+
+        def apply(self, **kwargs) -> None:
+            if not (self.config.language or "en").startswith("ja"):
+                return
+            folder = self.env.mystnb_config.output_folder
+            for node in list(self.document.findall(PendingGlueReference)):
+                data = read_glue_cache(folder, node.refdoc)
+                if node.key + JA_SUFFIX in data:
+                    node["key"] = node.key + JA_SUFFIX
+
+    return JapaneseGluedWords
+
+
 def setup(app) -> None:
     app.connect("html-page-context", switch_context, priority=400)
     app.connect("html-page-context", japanese_page, priority=600)
     app.add_transform(_caption_transform())
+    app.add_post_transform(_glue_words_transform())
     app.add_directive("tedu-glossary", _glossary_directive())
 
 

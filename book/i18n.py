@@ -7,6 +7,7 @@ titles, legends, slider and menu labels). Commands::
 
     python book/i18n.py templates   # the English book's message templates -> _build/gettext/
     python book/i18n.py update      # templates, then sphinx-intl update; obsolete dropped
+    python book/i18n.py update-pages  # the same without figures.po (no English build)
     python book/i18n.py build       # the Japanese edition -> _build/html/ja/ (no execution)
     python book/i18n.py stats       # translated / fuzzy / untranslated per catalogue
 
@@ -67,6 +68,7 @@ TEMPLATE_CONFIG = {
     "gettext_location": False,  # no line numbers: a moved paragraph is not a change
     "gettext_additional_targets": [],
     "nb_execution_mode": "off",  # templates need the text, not the outputs
+    "project": "Attention, from the inside",
 }
 
 
@@ -170,9 +172,10 @@ def drop_obsolete(po_dir: Path = LOCALE / LANG / "LC_MESSAGES") -> int:
     return dropped
 
 
-def update() -> None:
+def update(figures: bool = True) -> None:
     """Templates from the English pages, then the catalogues brought up to date:
-    new messages untranslated, changed ones fuzzy, vanished ones dropped."""
+    new messages untranslated, changed ones fuzzy, vanished ones dropped; with
+    ``figures``, figures.po from the English build's figures too."""
     templates()
     subprocess.run(
         [
@@ -188,6 +191,8 @@ def update() -> None:
         if rel not in pots and rel.as_posix() != FIGURES_DOMAIN:
             po.unlink()
     print(f"dropped {drop_obsolete()} obsolete entries")
+    if not figures:
+        return
     n = update_figures()
     print(f"{FIGURES_DOMAIN}.po: {n} strings of the built figures and widgets")
 
@@ -271,12 +276,16 @@ def stats() -> dict[str, tuple[int, int, int]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["templates", "update", "build", "stats"])
+    parser.add_argument(
+        "command", choices=["templates", "update", "update-pages", "build", "stats"]
+    )
     args = parser.parse_args(argv)
     if args.command == "templates":
         print(templates())
     elif args.command == "update":
         update()
+    elif args.command == "update-pages":  # the pages' catalogues only (no build needed)
+        update(figures=False)
     elif args.command == "build":
         print(f"Japanese edition built in {build():.0f} s -> {JA_HTML}")
     else:
