@@ -157,6 +157,8 @@ MARKER = re.compile(r"\[([^\]]*)\]\{\.departure\}")
 # marker: per page, phrases that must each share a paragraph with it.
 DEPARTURES: dict[str, list[str]] = {
     "05_multi_head_attention": ["bias=False"],
+    "06_masking": ["setting to $-\\infty$"],
+    "07_residual_norm_ffn": ["norm_first=True", "Our package does all four"],
 }
 
 
