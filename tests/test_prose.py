@@ -161,6 +161,9 @@ DEPARTURES: dict[str, list[str]] = {
         "the paper shares all three matrices",
     ],
     "04_scaled_dot_product_attention": ["$-\\infty$", "most negative finite float"],
+    "05_multi_head_attention": ["bias=False"],
+    "06_masking": ["setting to $-\\infty$"],
+    "07_residual_norm_ffn": ["norm_first=True", "Our package does all four"],
 }
 
 

@@ -139,17 +139,19 @@ class MultiHeadAttention(nn.Module):
         S = k.size(2)
         if T == 0 or S == 0:
             raise ValueError(f"attention over an empty sequence: T={T}, S={S}")
+        # 2) attend in every head at once, to the keys the mask allows
         mask = attn_mask
         if is_causal:
             mask = combine_masks(mask, causal_mask(T, query.device, key_size=S))
         if mask is not None:
             check_mask(mask, B, self.n_heads, T, S)
-        p = self.dropout if self.training else 0.0
-        # 2) attend in every head at once
+        p = self.dropout if self.training else 0.0  # no dropout in eval mode
         if self.record_weights or not self.fast:
+            # the reference path, written out step by step; it returns the weights
             out, weights = scaled_dot_product_attention(q, k, v, mask, p)
             self.attn_weights = weights.detach() if self.record_weights else None
         else:
+            # the fast path: PyTorch's fused kernel, same result, no weights
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
             if mask is not None:
                 # a query with no allowed key gets 0, as on the reference path
