@@ -156,6 +156,40 @@ def compile_catalogues(dest: Path = MO_DIR) -> list[Path]:
     return written
 
 
+NOT_WORDS = re.compile(
+    r"\$\$.*?\$\$|\$[^$]*\$|`[^`]*`"  # math and code
+    r"|\\[A-Za-z]+(?:\{[^{}]*\})?",  # a TeX command and its argument
+    re.DOTALL,
+)
+
+
+def is_math_only(msgid: str) -> bool:
+    """Math or code and nothing to translate (Sphinx offers a display-math block's
+    TeX, and a table cell holding only code): no word of three letters outside
+    math, code and TeX commands."""
+    return not re.search(r"[A-Za-z]{3,}", NOT_WORDS.sub(" ", msgid))
+
+
+def fill_math(po_dir: Path = LOCALE / LANG / "LC_MESSAGES") -> int:
+    """Math is not translated: a math-only message's translation is its TeX."""
+    from babel.messages.pofile import read_po, write_po
+
+    filled = 0
+    for po in sorted(po_dir.rglob("*.po")):
+        with po.open("rb") as f:
+            catalog = read_po(f, locale=LANG)
+        todo = [m for m in catalog if m.id and is_math_only(m.id) and m.string != m.id]
+        for m in todo:
+            m.string = m.id
+            m.flags.discard("fuzzy")
+            m.previous_id = []
+        if todo:
+            filled += len(todo)
+            with po.open("wb") as f:
+                write_po(f, catalog, width=88)
+    return filled
+
+
 def drop_obsolete(po_dir: Path = LOCALE / LANG / "LC_MESSAGES") -> int:
     """Remove the obsolete (#~) entries sphinx-intl keeps; returns how many."""
     from babel.messages.pofile import read_po, write_po
@@ -191,6 +225,7 @@ def update(figures: bool = True) -> None:
         if rel not in pots and rel.as_posix() != FIGURES_DOMAIN:
             po.unlink()
     print(f"dropped {drop_obsolete()} obsolete entries")
+    print(f"{fill_math()} math-only messages given their TeX")
     if not figures:
         return
     n = update_figures()

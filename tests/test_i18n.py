@@ -153,6 +153,8 @@ def glossary_misses(pairs) -> list[str]:
     patterns = [(t, _term_pattern(t)) for t in terms]
     misses = []
     for name, msgid, msgstr in pairs:
+        if i18n.is_math_only(msgid):
+            continue  # display math: its TeX is not prose
         text = NOT_PROSE.sub(" ", msgid)
         for term, pattern in patterns:
             if pattern.search(text) and term["ja"] not in msgstr:
@@ -184,6 +186,15 @@ def test_the_glossary_check_can_fail():
     assert [m.split(": ", 1)[1].split(":")[0] for m in glossary_misses([bad])] == [
         "beam search -> ビームサーチ"
     ]
+
+
+def test_math_only_messages_are_told_from_prose():
+    assert i18n.is_math_only(
+        "\nh_0 = s_S, \\qquad p(y_i) = \\mathrm{softmax}(W_o h_i) .\n"
+    )
+    assert i18n.is_math_only("\\alpha_{ij} = \\frac{e^{s_{ij}}}{\\sum_k e^{s_{ik}}}")
+    assert not i18n.is_math_only("The softmax of $x_i$ over the keys sums to one.")
+    assert not i18n.is_math_only("Multi-head attention")
 
 
 def test_the_glossary_is_one_term_each():
