@@ -372,9 +372,14 @@ def test_layer_norm_without_eps_is_caught_on_a_constant_token():
 
 def test_layer_norm_function_form_passes():
     def fn(x, weight, bias, eps=1e-5):
-        return F.layer_norm(x, (x.size(-1),), weight, bias, eps)
+        var, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)
+        return (x - mean) / torch.sqrt(var + eps) * weight + bias
 
     assert exercises.check_layer_norm(fn, quiet=True)
+    with exercises.allow_references():  # torch's own, for the checker's sake
+        assert exercises.check_layer_norm(
+            lambda x, w, b, eps=1e-5: F.layer_norm(x, x.shape[-1:], w, b, eps), True
+        )
 
 
 def test_greedy_hints_combine():

@@ -1,6 +1,7 @@
 """The classroom edition: the student notebook holds no solution and is up to date,
 the grader turns a folder of notebooks into a table that survives bad submissions,
-and no checker can be fooled by wrapping the package's reference.
+and it refuses, as the checkers do, an answer that calls a reference
+(tests/test_references.py holds the table of them).
 
 (nbval runs student/*.ipynb top to bottom, unsolved, in `make test`.)
 """
@@ -15,25 +16,10 @@ from pathlib import Path
 import nbformat
 import pytest
 import student_edition  # book/ is on pythonpath
-import torch
-import torch.nn.functional as F
-from torch import nn
+from test_references import FORBIDDEN, answer_source  # tests/ is on sys.path
 
-from transformer_edu import (
-    LayerNorm,
-    MultiHeadAttention,
-    TokenEmbedding,
-    causal_mask,
-    padding_mask,
-    scaled_dot_product_attention,
-    sinusoidal_table,
-    target_mask,
-)
-from transformer_edu.decoding import greedy_decode
-from transformer_edu.exercises import BUG_ZOO, CALLED_REFERENCE, CHECKERS
+from transformer_edu.exercises import BUG_ZOO, CALLED_REFERENCE
 from transformer_edu.exercises.grading import EXERCISES, grade, read_program, table
-from transformer_edu.seq2seq import SCORE_FUNCTIONS
-from transformer_edu.training import noam_lr, smoothed_targets
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTER = ROOT / "chapters" / "11_exercises.ipynb"
@@ -135,218 +121,6 @@ def test_a_stale_student_edition_is_detected(tmp_path):
     assert len(student_edition.stale(tmp_path)) == 2  # the notebook and the guide
 
 
-# --- checkers cannot be fooled by the reference ------------------------------------
-
-
-def _wrapped_mha(d_model, n_heads):
-    class Wrapped(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.inner = MultiHeadAttention(d_model, n_heads)
-            self.q_proj, self.k_proj = self.inner.q_proj, self.inner.k_proj
-            self.v_proj, self.out_proj = self.inner.v_proj, self.inner.out_proj
-
-        def forward(self, q, k, v, mask=None):
-            return self.inner(q, k, v, mask)
-
-    return Wrapped()
-
-
-class _TorchMHA(nn.Module):
-    """nn.MultiheadAttention behind the exercise's interface."""
-
-    def __init__(self, d_model, n_heads):
-        super().__init__()
-        self.inner = nn.MultiheadAttention(d_model, n_heads, batch_first=True)
-        self.w_q, self.w_k = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
-        self.w_v, self.w_o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
-
-    def forward(self, q, k, v, mask=None):
-        return self.inner(q, k, v)[0]
-
-
-class _WrappedNorm(nn.Module):
-    def __init__(self, d_model, eps=1e-5):
-        super().__init__()
-        self.inner = nn.LayerNorm(d_model, eps)
-        self.weight, self.bias = self.inner.weight, self.inner.bias
-
-    def forward(self, x):
-        return self.inner(x)
-
-
-class _PackageNorm(LayerNorm):
-    """The package's LayerNorm, subclassed."""
-
-
-def _torch_mask(T):
-    return ~nn.Transformer.generate_square_subsequent_mask(T).isinf()
-
-
-def _embed(tokens, weight, pad_idx):
-    emb = TokenEmbedding(*weight.shape, pad_idx=pad_idx)
-    with torch.no_grad():
-        emb.embedding.weight.copy_(weight)
-    return emb(tokens)
-
-
-def _score(kind):
-    def fn(query, keys, *layers):
-        ref = SCORE_FUNCTIONS[kind](query.size(-1))
-        names = {0: (), 1: ("W",), 3: ("W1", "W2", "v")}[len(layers)]
-        for name, layer in zip(names, layers, strict=True):
-            setattr(ref, name, layer)
-        return ref(query, keys)
-
-    return fn
-
-
-WRAPPERS = [  # (checker, extra arguments, an answer that calls the reference)
-    ("check_causal_mask", {}, lambda T: causal_mask(T)[0, 0]),
-    ("check_causal_mask", {}, lambda T: target_mask(torch.ones(1, T).long())[0, 0]),
-    ("check_causal_mask", {}, _torch_mask),
-    ("check_padding_mask", {}, lambda t, p: padding_mask(t, p)),
-    (
-        "check_transformer_masks",
-        {},
-        lambda s, t, p=0: (padding_mask(s, p), target_mask(t, p), padding_mask(s, p)),
-    ),  # fmt: skip
-    (
-        "check_scaled_dot_product_attention",
-        {},
-        lambda q, k, v, m=None: scaled_dot_product_attention(q, k, v, m),
-    ),  # fmt: skip
-    (
-        "check_scaled_dot_product_attention",
-        {},
-        lambda q, k, v, m=None: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
-    ),  # fmt: skip
-    (
-        "check_split_heads",
-        {},
-        lambda x, h: MultiHeadAttention(x.size(-1), h).split_heads(x),
-    ),  # fmt: skip
-    (
-        "check_combine_heads",
-        {},
-        lambda x: MultiHeadAttention(x.size(1) * x.size(-1), x.size(1)).combine_heads(
-            x
-        ),
-    ),  # fmt: skip
-    ("check_multi_head_attention", {}, _wrapped_mha),
-    ("check_multi_head_attention", {}, _TorchMHA),
-    ("check_layer_norm", {}, _WrappedNorm),
-    ("check_layer_norm", {}, _PackageNorm),
-    (
-        "check_layer_norm",
-        {},
-        lambda x, w, b, eps=1e-5: LayerNorm(x.size(-1), eps).to(x.dtype)(x) * w + b,
-    ),  # fmt: skip
-    ("check_positional_encoding", {}, lambda n, d: sinusoidal_table(n, d)),
-    ("check_token_embedding", {}, _embed),
-    ("check_label_smoothing", {}, lambda t, v, e: smoothed_targets(t, v, e)),
-    ("check_noam_lr", {}, lambda s, d, w: noam_lr(s, d, w)),
-    (
-        "check_greedy_decode",
-        {},
-        lambda m, s, n: greedy_decode(m, s, max_len=n).tokens[0],
-    ),  # fmt: skip
-    ("check_score_function", {"kind": "dot"}, _score("dot")),
-    ("check_score_function", {"kind": "additive"}, _score("additive")),
-]
-
-
-@pytest.mark.parametrize(
-    "check, kwargs, answer",
-    WRAPPERS,
-    ids=[f"{c}-{i}" for i, (c, *_) in enumerate(WRAPPERS)],
-)
-def test_wrapping_the_reference_fails_with_a_message_that_says_so(
-    check, kwargs, answer
-):
-    result = CHECKERS[check](answer, quiet=True, **kwargs)
-    assert not result and result.status == "failed"
-    assert CALLED_REFERENCE in result.message, result.message
-
-
-def test_an_alias_bound_before_the_check_is_seen():
-    from transformer_edu.masks import causal_mask as bound_early
-
-    mine = bound_early  # the student's name for it
-
-    result = CHECKERS["check_causal_mask"](lambda T: mine(T), quiet=True)
-    assert not result and CALLED_REFERENCE in result.message
-    assert "transformer_edu.masks.causal_mask" in result.message
-
-
-def test_calling_the_reference_fails_even_when_the_answer_raises_afterwards():
-    def sneaky(T):
-        causal_mask(T)
-        raise NotImplementedError
-
-    result = CHECKERS["check_causal_mask"](sneaky, quiet=True)
-    assert result.status == "failed" and CALLED_REFERENCE in result.message
-
-
-def test_switching_the_profiler_off_is_reported():
-    import sys
-
-    def off(T):
-        sys.setprofile(None)
-        return causal_mask(T)[0, 0]
-
-    result = CHECKERS["check_causal_mask"](off, quiet=True)
-    assert not result and "profiler" in result.message
-
-
-def test_the_previous_profiler_is_restored():
-    import sys
-
-    calls = []
-
-    def mine(frame, event, arg):
-        calls.append(event)
-
-    sys.setprofile(mine)
-    try:
-        CHECKERS["check_causal_mask"](lambda T: causal_mask(T)[0, 0], quiet=True)
-        assert sys.getprofile() is mine
-    finally:
-        sys.setprofile(None)
-
-
-def test_helpers_an_exercise_allows_stay_allowed():
-    # exercise 8 may use padding_mask and causal_mask; 5.2 may reuse attention
-    def masks(src, tgt, pad_idx=0):
-        tgt_mask = padding_mask(tgt, pad_idx) & causal_mask(tgt.size(1))
-        return padding_mask(src, pad_idx), tgt_mask, padding_mask(src, pad_idx)
-
-    assert CHECKERS["check_transformer_masks"](masks, quiet=True)
-
-    class MHA(nn.Module):
-        def __init__(self, d, h):
-            super().__init__()
-            self.h = h
-            self.w_q, self.w_k = nn.Linear(d, d), nn.Linear(d, d)
-            self.w_v, self.w_o = nn.Linear(d, d), nn.Linear(d, d)
-
-        def forward(self, q, k, v, mask=None):
-            B, T, D = q.shape
-
-            def split(x):
-                return x.view(B, x.size(1), self.h, D // self.h).transpose(1, 2)
-
-            out, _ = scaled_dot_product_attention(
-                split(self.w_q(q)), split(self.w_k(k)), split(self.w_v(v)), mask
-            )
-            return self.w_o(out.transpose(1, 2).reshape(B, T, D))
-
-    assert CHECKERS["check_multi_head_attention"](MHA, quiet=True)
-    # F.layer_norm is torch's functional form, not the module the exercise writes
-    fn = lambda x, w, b, eps=1e-5: F.layer_norm(x, (x.size(-1),), w, b, eps)  # noqa: E731
-    assert CHECKERS["check_layer_norm"](fn, quiet=True)
-
-
 # --- grading --------------------------------------------------------------------------
 
 
@@ -355,15 +129,19 @@ def _student_nb() -> dict:
 
 
 def _with_answers(answers: dict[str, str]) -> dict:
-    """The student edition with the stub cells defining these names replaced."""
+    """The student edition with the stub cells defining these names replaced (a cell
+    with two stubs, split_heads and combine_heads, gets both answers)."""
     nb = copy.deepcopy(_student_nb())
     for cell in nb["cells"]:
         source = "".join(cell["source"])
-        for name, code in answers.items():
-            if cell["cell_type"] == "code" and (
-                f"def {name}(" in source or f"class {name}(" in source
-            ):
-                cell["source"] = code
+        mine = [
+            code
+            for name, code in answers.items()
+            if cell["cell_type"] == "code"
+            and (f"def {name}(" in source or f"class {name}(" in source)
+        ]
+        if mine:
+            cell["source"] = "\n\n".join(mine)
     return nb
 
 
@@ -577,8 +355,23 @@ def _running(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def _forbidden_answers() -> tuple[dict[str, str], dict[str, str]]:
+    """For every exercise, the first answer of test_references' table of forbidden
+    implementations, under the exercise's name; and the name its verdict must show."""
+    import re
+
+    answers, shown = {}, {}
+    for ex in EXERCISES:
+        key = f"{ex.checker}[{ex.kind}]" if ex.kind else ex.checker
+        name, source = FORBIDDEN[key][0]
+        answers[ex.name] = re.sub(r"\banswer\b", ex.name, answer_source(source))
+        shown[ex.id] = name
+    return answers, shown
+
+
 def test_the_command_line_grades_as_grade_does(tmp_path):
-    """`make grade` runs the module with `python -m`: its children must start too."""
+    """`make grade` runs the module with `python -m`: its children must start too,
+    and they refuse a call to a reference as the checkers do in the notebook."""
     import csv
     import os
     import subprocess
@@ -587,6 +380,8 @@ def test_the_command_line_grades_as_grade_does(tmp_path):
     folder, out = tmp_path / "submissions", tmp_path / "grades"
     folder.mkdir()
     _write(folder, "solved", _with_answers(_solved()))
+    forbidden, shown = _forbidden_answers()
+    _write(folder, "calls_references", _with_answers(forbidden))
     subprocess.run(
         [sys.executable, "-m", "transformer_edu.exercises.grading", str(folder),
          "--out", str(out), "--time-limit", "60"],  # fmt: skip
@@ -594,10 +389,14 @@ def test_the_command_line_grades_as_grade_does(tmp_path):
     )  # fmt: skip
     with open(out / "grades.csv", encoding="utf8") as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == len(EXERCISES)
-    assert all(r["status"] == "passed" for r in rows), [
-        (r["exercise"], r["verdict"]) for r in rows if r["status"] != "passed"
+    assert len(rows) == 2 * len(EXERCISES)
+    solved = [r for r in rows if r["student"] == "solved"]
+    assert all(r["status"] == "passed" for r in solved), [
+        (r["exercise"], r["verdict"]) for r in solved if r["status"] != "passed"
     ]
+    for r in (r for r in rows if r["student"] == "calls_references"):
+        assert r["status"] == "failed" and r["points"] == "0", r
+        assert f"{CALLED_REFERENCE}: {shown[r['exercise']]}," in r["verdict"], r
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")

@@ -21,10 +21,12 @@ Conventions the learner's code follows (the package's own):
   ``q_proj, k_proj, v_proj, out_proj``); the checker writes its own weights into them.
 
 While the learner's code runs, a checker watches for calls to the references of its
-exercise (the package's own ``causal_mask`` for ``check_causal_mask``, torch's
-``F.scaled_dot_product_attention`` for attention, …): such a call fails the check with
-a message that says so, however the reference was bound. ``allow_references()`` lifts
-that, for testing a checker against the package itself.
+exercise: the package's own implementations (``causal_mask`` for
+``check_causal_mask``) and PyTorch's (``nn.LayerNorm``, ``F.layer_norm``,
+``torch.layer_norm`` and ``torch.ops.aten.native_layer_norm`` for
+``check_layer_norm``). Such a call fails the check with a message that names it,
+however it was reached: an alias, a subclass, a method, ``functools.partial``.
+``allow_references()`` lifts that, for testing a checker against the package itself.
 
 ``BUG_ZOO`` maps a name to a small wrong implementation (:class:`Bug`), the checker
 that catches it and a word its hint contains. ``CHECKERS`` maps checker names to

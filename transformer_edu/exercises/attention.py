@@ -9,7 +9,6 @@ from functools import partial
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import attention as _attention
@@ -49,16 +48,22 @@ MASK_FLIPPED = (
 )
 
 
+# torch's attention, by name: F.scaled_dot_product_attention and its kernels
+# (torch.ops.aten._scaled_dot_product_flash_attention_for_cpu, …), multi-head
+# attention (F.multi_head_attention_forward, torch._native_multi_head_attention)
+TORCH_ATTENTION = (
+    "scaled_dot_product",
+    "_attention_forward",
+    "_triton_scaled_dot_attention",
+    "multi_head_attention",
+    "flex_attention",
+)
 # attention written by the package or by torch: the exercise is to write it
 ATTENTION_REFERENCES = references(
     scaled_dot_product_attention,
     MultiHeadAttention,
-    (
-        F.scaled_dot_product_attention,
-        "torch.nn.functional.scaled_dot_product_attention",
-    ),
-    nn.MultiheadAttention,
-    F.multi_head_attention_forward,
+    (nn.MultiheadAttention, "torch.nn.MultiheadAttention"),
+    torch_names=TORCH_ATTENTION,
 )
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from functools import partial
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from ..embeddings import TokenEmbedding
 from .harness import (
@@ -21,7 +21,14 @@ from .harness import (
     run_cases,
 )
 
-EMBEDDING_REFERENCES = references(TokenEmbedding)
+# the lookup is the exercise too: torch's embedding (F.embedding, torch.embedding,
+# F.embedding_bag, …) by name; indexing weight[tokens] is the building block
+EMBEDDING_REFERENCES = references(
+    TokenEmbedding,
+    (nn.Embedding, "torch.nn.Embedding"),
+    (nn.EmbeddingBag, "torch.nn.EmbeddingBag"),
+    torch_names=("embedding",),
+)
 
 
 def check_token_embedding(fn: Callable, quiet: bool = False) -> CheckResult:

@@ -4,8 +4,9 @@ safely, and showing where a tensor differs from the reference.
 A case is a function that returns when it passes and raises :class:`Failure` (what,
 expected, got, hint) when it does not; :func:`run_cases` turns the first failure
 into a :class:`CheckResult`. A checker names the references its exercise asks the
-learner to write (:func:`references`); a call to one of them from inside the learner's
-code fails the case, however the learner bound it.
+learner to write (:func:`references`): the package's and torch's Python functions by
+their code, torch's own implementations also by name. A call to one of them from
+inside the learner's code fails the case, however the learner reached it.
 """
 
 from __future__ import annotations
@@ -14,17 +15,19 @@ import contextlib
 import html
 import inspect
 import math
+import os
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import CodeType
+from types import CodeType, FrameType
 from typing import Any
 
 import torch
 from torch import Tensor
+from torch.overrides import TorchFunctionMode
 
 BOOLEAN_MASK = "masks are boolean (True = may attend): compare, or call .bool()"
 VIEW_AFTER_TRANSPOSE = (
@@ -173,25 +176,31 @@ CALLED_REFERENCE = "called the reference"  # in every such verdict's message
 
 @dataclass(frozen=True)
 class Forbidden:
-    """The references of one exercise: Python code objects and builtin functions."""
+    """The references of one exercise: Python functions by their code, and torch's
+    own implementations by name, whatever door leads to them."""
 
     codes: dict[CodeType, str] = field(default_factory=dict)  # code -> shown name
-    builtins: dict[int, tuple[Any, str]] = field(
-        default_factory=dict
-    )  # id -> (f, name)
+    torch_names: tuple[str, ...] = ()  # a torch function whose name contains one
+    # each torch function or code met so far -> its shown name if forbidden, else None
+    judged: dict[Any, str | None] = field(default_factory=dict, compare=False)
 
 
-def references(*objects: Any) -> Forbidden:
-    """What calling any of ``objects`` (functions, classes, builtins) looks like; an
-    item may also be an ``(object, "the name to show")`` pair.
+def references(*objects: Any, torch_names: Sequence[str] = ()) -> Forbidden:
+    """What calling any of ``objects`` (functions, classes) or any of torch's
+    functions named like ``torch_names`` looks like.
 
-    A class stands for the functions defined in its own body (``__init__``,
-    ``forward``, …), not the ones it inherits (``nn.Module.__call__`` stays free); a
-    decorated function for the function inside (``@torch.no_grad()``'s wrapper is
-    shared by many).
+    An object may also be an ``(object, "the name to show")`` pair. A class stands for
+    the functions defined in its own body (``__init__``, ``forward``, …), not the
+    ones it inherits (``nn.Module.__call__`` stays free); a decorated function for
+    the function inside (``@torch.no_grad()``'s wrapper is shared by many). A torch
+    builtin (``F.scaled_dot_product_attention``) stands for its name.
+
+    ``"layer_norm"`` in ``torch_names`` forbids every torch function, tensor method
+    or operator whose name contains it: ``F.layer_norm``, ``torch.layer_norm``,
+    ``torch.native_layer_norm``, ``torch.ops.aten.native_layer_norm.default``, …
     """
     codes: dict[CodeType, str] = {}
-    builtins: dict[int, tuple[Any, str]] = {}
+    names = list(torch_names)
 
     def add(obj: Any, name: str) -> None:
         if isinstance(obj, (staticmethod, classmethod)):
@@ -199,9 +208,9 @@ def references(*objects: Any) -> Forbidden:
         obj = inspect.unwrap(obj) if callable(obj) else obj
         code = getattr(obj, "__code__", None)
         if isinstance(code, CodeType):
-            codes[code] = name
+            codes.setdefault(code, name)
         elif callable(obj) and not isinstance(obj, type):
-            builtins[id(obj)] = (obj, name)
+            names.append(obj.__name__)  # a builtin: torch's, by its name
 
     for item in objects:
         obj, name = item if isinstance(item, tuple) else (item, None)
@@ -209,14 +218,14 @@ def references(*objects: Any) -> Forbidden:
             module, qualname = getattr(obj, "__module__", "?"), obj.__qualname__
             name = f"{module}.{qualname}"
         if isinstance(obj, type):
-            for attr, member in vars(obj).items():
+            for member in vars(obj).values():
                 if isinstance(member, property):
                     continue
                 if callable(member) or isinstance(member, (staticmethod, classmethod)):
-                    add(member, f"{name} ({attr})")
+                    add(member, name)
         else:
             add(obj, name)
-    return Forbidden(codes, builtins)
+    return Forbidden(codes, tuple(dict.fromkeys(names)))
 
 
 _FORBIDDEN: ContextVar[Forbidden | None] = ContextVar("forbidden", default=None)
@@ -236,39 +245,122 @@ def allow_references() -> Iterator[None]:
         _ALLOWED.pop()
 
 
+_TORCH_DIR = str(Path(torch.__file__).parent)
+_TORCH_FILES = _TORCH_DIR + os.sep  # torch's own Python files, not torchvision's
+
+
+class _Watch(TorchFunctionMode):
+    """Notes each forbidden call while the learner's code runs.
+
+    Two observers, because neither sees every door alone. A profiler
+    (``sys.setprofile``) sees every call of a Python function by the code it runs,
+    so an alias (``from transformer_edu import causal_mask as m``) or a subclass is
+    seen too; torch's own Python functions are also matched by name. A torch
+    function mode sees every call into torch by the function called: ``F.…``,
+    ``torch.…``, tensor methods and ``torch.ops`` operators, even when no Python
+    code calls them directly (``functools.partial(F.scaled_dot_product_attention)``,
+    ``map(torch.layer_norm, …)``), which a profiler cannot see. A forbidden call is
+    noted once, by its outermost name: what it calls in turn is its own business.
+    """
+
+    def __init__(self, forbidden: Forbidden):
+        super().__init__()
+        self.forbidden = forbidden
+        self.seen: list[str] = []
+        self.inside: FrameType | None = None  # the forbidden frame now running
+
+    def profile(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call":
+            if self.inside is not None:
+                return
+            code = frame.f_code
+            name = self.forbidden.codes.get(code)
+            if name is None and self.forbidden.torch_names:
+                judged = self.forbidden.judged
+                if code not in judged:
+                    judged[code] = self._torch_python(frame)
+                name = judged[code]
+            if name is not None:
+                if name not in self.seen:
+                    self.seen.append(name)
+                self.inside = frame
+        elif event == "return" and frame is self.inside:
+            self.inside = None
+
+    def _torch_python(self, frame: FrameType) -> str | None:
+        """The shown name of a Python function of torch's named like a forbidden one."""
+        code = frame.f_code
+        qualname = getattr(code, "co_qualname", code.co_name)  # Python 3.11+
+        if code.co_filename.startswith(_TORCH_FILES) and self._named(qualname):
+            return f"{frame.f_globals.get('__name__', 'torch')}.{qualname}"
+        return None
+
+    def _named(self, name: str) -> bool:
+        return any(n in name for n in self.forbidden.torch_names)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        # every call into torch passes here, and the profiler sees each call made here:
+        # a cached verdict, looked up without calling anything
+        if self.inside is None:
+            judged = self.forbidden.judged
+            try:
+                shown = judged[func]
+            except KeyError:
+                shown = judged[func] = self._judge(func)
+            except TypeError:  # unhashable: judged afresh each time
+                shown = self._judge(func)
+            if shown is not None and shown not in self.seen:
+                self.seen.append(shown)
+        return func(*args, **(kwargs or {}))
+
+    def _judge(self, func: Any) -> str | None:
+        name = getattr(func, "__name__", None)
+        # an operator overload's name ends with its overload: native_layer_norm.default
+        if isinstance(name, str) and self._named(name.split(".")[0]):
+            return _torch_name(func)
+        return None
+
+
+def _torch_name(func: Any) -> str:
+    """How the learner would write ``func``: torch.nn.functional.layer_norm, …"""
+    name = func.__name__
+    if isinstance(func, torch._ops.OpOverload):
+        return f"torch.ops.{func.namespace}.{name}"
+    for prefix, space in (
+        ("torch.nn.functional", torch.nn.functional),
+        ("torch", torch),
+        ("torch.Tensor", torch.Tensor),
+    ):
+        if getattr(space, name, None) is func:
+            return f"{prefix}.{name}"
+    module = getattr(func, "__module__", None) or "torch"
+    return f"{module.replace('torch._ops.', 'torch.ops.')}.{name}"
+
+
 @contextlib.contextmanager
 def _watching(seen: list[str]) -> Iterator[None]:
-    """Profile the block; append to ``seen`` the name of each forbidden call.
+    """Watch the block; append to ``seen`` the name of each forbidden call.
 
-    A profiler sees every call by the code object it runs (or, for a builtin, the
-    function object), so an alias bound before the check (``from transformer_edu
-    import causal_mask``) is seen too. The previous profiler is restored afterwards.
+    The previous profiler is restored afterwards; the torch function mode is
+    entered only when the exercise forbids some of torch's own functions.
     """
     forbidden = None if _ALLOWED else _FORBIDDEN.get()
-    if forbidden is None or not (forbidden.codes or forbidden.builtins):
+    if forbidden is None or not (forbidden.codes or forbidden.torch_names):
         yield
         return
-    codes, builtins = forbidden.codes, forbidden.builtins
-
-    def profile(frame, event, arg):
-        if event == "call":
-            name = codes.get(frame.f_code)
-        elif event == "c_call":
-            hit = builtins.get(id(arg))
-            name = hit[1] if hit is not None and hit[0] is arg else None
-        else:
-            return
-        if name is not None and name not in seen:
-            seen.append(name)
-
+    watch = _Watch(forbidden)
+    profile = watch.profile
     previous = sys.getprofile()
     sys.setprofile(profile)
     try:
-        yield
+        with watch if forbidden.torch_names else contextlib.nullcontext():
+            yield
     finally:
-        if sys.getprofile() is not profile and not seen:
-            seen.append(_SWITCHED_OFF)
+        switched_off = sys.getprofile() is not profile
         sys.setprofile(previous)
+        seen += watch.seen
+        if switched_off and not seen:
+            seen.append(_SWITCHED_OFF)
 
 
 _SWITCHED_OFF = "sys.setprofile"
@@ -285,15 +377,14 @@ def _used_reference(seen: list[str]) -> Failure:
         f"your code {CALLED_REFERENCE}: {', '.join(seen)}, which this exercise asks "
         "you to write yourself",
         hint=(
-            "the checker tests your code, not the package's: compute the result with "
-            "torch's basic operations instead of calling the reference"
+            "the checker tests your code, not a ready-made implementation (the "
+            "package's or PyTorch's): compute the result from torch's building "
+            "blocks (indexing, matmul, softmax, sum, mean, var, sqrt, …) instead"
         ),
     )
 
 
 # --- calling the learner's code -----------------------------------------------------
-
-_TORCH_DIR = str(Path(torch.__file__).parent)
 
 
 def call(fn: Callable, *args: Any, on_error: Callable | None = None, **kw) -> Any:

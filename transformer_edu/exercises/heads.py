@@ -8,7 +8,6 @@ from functools import partial
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..attention import MultiHeadAttention, scaled_dot_product_attention
@@ -38,9 +37,12 @@ COMBINE_WITHOUT_TRANSPOSE = (
 )
 
 
-# the package's heads and torch's multi-head attention; attention itself may be reused
+# the package's heads and torch's multi-head attention (F.multi_head_attention_forward,
+# torch._native_multi_head_attention); attention itself may be reused, torch's too
 HEADS_REFERENCES = references(
-    MultiHeadAttention, nn.MultiheadAttention, F.multi_head_attention_forward
+    MultiHeadAttention,
+    (nn.MultiheadAttention, "torch.nn.MultiheadAttention"),
+    torch_names=("multi_head_attention",),
 )
 
 

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.modules import transformer as _torch_transformer
 
-from ..masks import causal_mask, padding_mask, target_mask
+from ..masks import causal_mask, key_padding_from_torch, padding_mask, target_mask
 from .harness import (
     BOOLEAN_MASK,
     Case,
@@ -39,10 +39,15 @@ CROSS_FROM_TARGET = (
 CAUSAL_REFERENCES = references(
     causal_mask,
     target_mask,
-    nn.Transformer.generate_square_subsequent_mask,
+    (
+        nn.Transformer.generate_square_subsequent_mask,
+        "torch.nn.Transformer.generate_square_subsequent_mask",
+    ),
     _torch_transformer._generate_square_subsequent_mask,
+    # torch.nn.attention.bias (not imported here: it takes seconds), by name
+    torch_names=("causal_upper_left", "causal_lower_right", "CausalBias"),
 )
-PADDING_REFERENCES = references(padding_mask, target_mask)
+PADDING_REFERENCES = references(padding_mask, target_mask, key_padding_from_torch)
 MASKS_REFERENCES = references(target_mask)  # padding_mask and causal_mask are given
 
 

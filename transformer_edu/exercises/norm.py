@@ -30,8 +30,13 @@ WRONG_AXIS = (
     "features (dim=-1)"
 )
 
-# F.layer_norm stays allowed (a learner may use torch's functional form)
-NORM_REFERENCES = references(LayerNorm, nn.LayerNorm)
+# torch's normalisation kernels: each computes (x - μ) / sqrt(σ² + ε) over some axes,
+# LayerNorm's own on a reshaped (group_norm with one group, instance_norm, batch_norm)
+# or centred (rms_norm) input
+TORCH_NORMS = ("layer_norm", "group_norm", "instance_norm", "batch_norm", "rms_norm")
+NORM_REFERENCES = references(
+    LayerNorm, (nn.LayerNorm, "torch.nn.LayerNorm"), torch_names=TORCH_NORMS
+)
 
 # the names a learner's module may give its gain and bias
 _PARAM_NAMES = (

@@ -1,0 +1,644 @@
+"""No checker can be fooled by a wrapper: an answer that hands the exercise to one of
+the package's or PyTorch's own implementations of it (a module, a functional, a tensor
+method, a ``torch.ops`` operator, an alias) fails with "your code called the
+reference" and the name of what it called; an answer written from the allowed
+building blocks passes.
+
+The two tables below are the list: per checker, the forbidden implementations (the
+name the verdict shows, and an answer that calls it) and answers built from allowed
+blocks. Each answer is source code that defines ``answer``, as a student's notebook
+cell would (test_grading grades one such notebook through the command line).
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from transformer_edu import causal_mask
+from transformer_edu.exercises import CALLED_REFERENCE, CHECKERS, CheckResult
+
+# what every answer may use without importing it (the student notebook imports these)
+PRELUDE = """\
+import functools
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+"""
+
+_LN = "def answer(x, weight, bias, eps=1e-5):\n    return "  # check_layer_norm's form
+_ATT = "def answer(q, k, v, mask=None):\n    return "
+_MHA_INIT = """\
+class answer(nn.Module):
+    def __init__(self, d_model, n_heads):
+        super().__init__()
+        self.h = n_heads
+        self.w_q, self.w_k = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+        self.w_v, self.w_o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+"""
+
+# checker (with its kind, for check_score_function): [(shown name, answer source)]
+FORBIDDEN: dict[str, list[tuple[str, str]]] = {
+    "check_score_function[dot]": [
+        ("transformer_edu.seq2seq.DotScore", """
+            from transformer_edu.seq2seq import DotScore
+            def answer(query, keys):
+                return DotScore(query.size(-1))(query, keys)
+            """),
+        ("transformer_edu.seq2seq.DotScore", """
+            from transformer_edu.seq2seq import make_score
+            def answer(query, keys):
+                return make_score("dot", query.size(-1))(query, keys)
+            """),
+    ],
+    "check_score_function[general]": [
+        ("transformer_edu.seq2seq.GeneralScore", """
+            from transformer_edu.seq2seq import SCORE_FUNCTIONS
+            def answer(query, keys, W):
+                score = SCORE_FUNCTIONS["general"](query.size(-1))
+                score.W = W
+                return score(query, keys)
+            """),
+    ],
+    "check_score_function[additive]": [
+        ("transformer_edu.seq2seq.AdditiveScore", """
+            from transformer_edu.seq2seq import AdditiveScore
+            def answer(query, keys, W1, W2, v):
+                score = AdditiveScore(query.size(-1))
+                score.W1, score.W2, score.v = W1, W2, v
+                return score(query, keys)
+            """),
+    ],
+    "check_token_embedding": [
+        ("torch.nn.functional.embedding", """
+            def answer(tokens, weight, pad_idx):
+                x = F.embedding(tokens, weight) * math.sqrt(weight.size(1))
+                return x.masked_fill((tokens == pad_idx)[..., None], 0.0)
+            """),
+        ("torch.nn.Embedding", """
+            def answer(tokens, weight, pad_idx):
+                return nn.Embedding.from_pretrained(weight)(tokens)
+            """),
+        ("torch.embedding", """
+            def answer(tokens, weight, pad_idx):
+                return torch.embedding(weight, tokens)
+            """),
+        ("torch.ops.aten.embedding.default", """
+            def answer(tokens, weight, pad_idx):
+                return torch.ops.aten.embedding.default(weight, tokens)
+            """),
+        ("torch.nn.functional.embedding_bag", """
+            def answer(tokens, weight, pad_idx):
+                rows = F.embedding_bag(tokens.reshape(-1, 1), weight, mode="sum")
+                return rows.reshape(*tokens.shape, -1)
+            """),
+        ("transformer_edu.embeddings.TokenEmbedding", """
+            from transformer_edu.embeddings import TokenEmbedding
+            def answer(tokens, weight, pad_idx):
+                emb = TokenEmbedding(*weight.shape, pad_idx=pad_idx)
+                emb.embedding.weight.data = weight
+                return emb(tokens)
+            """),
+    ],
+    "check_positional_encoding": [
+        ("transformer_edu.embeddings.sinusoidal_table", """
+            from transformer_edu import sinusoidal_table
+            def answer(max_len, d_model):
+                return sinusoidal_table(max_len, d_model)
+            """),
+        ("transformer_edu.embeddings.SinusoidalPositionalEncoding", """
+            from transformer_edu.embeddings import SinusoidalPositionalEncoding
+            def answer(max_len, d_model):
+                return SinusoidalPositionalEncoding(d_model, max_len).pe
+            """),
+    ],
+    "check_add_positional_encoding": [
+        ("transformer_edu.embeddings.LearnedPositionalEncoding", """
+            from transformer_edu.embeddings import LearnedPositionalEncoding
+            def answer(x, table):
+                pe = LearnedPositionalEncoding(*table.shape[::-1])
+                pe.pe.data = table
+                return pe(x)
+            """),
+        ("transformer_edu.embeddings._PositionalEncoding", """
+            from transformer_edu.embeddings import _PositionalEncoding
+            class Table(_PositionalEncoding):
+                def __init__(self, table):
+                    super().__init__()
+                    self.t, self.max_len, self.dropout = table, len(table), nn.Identity()
+                def table(self):
+                    return self.t
+            def answer(x, table):
+                return Table(table)(x)
+            """),
+    ],
+    "check_scaled_dot_product_attention": [
+        ("torch.nn.functional.scaled_dot_product_attention",
+         _ATT + "F.scaled_dot_product_attention(q, k, v, attn_mask=mask)"),
+        ("torch.nn.functional.scaled_dot_product_attention", """
+            from torch.nn.functional import scaled_dot_product_attention as sdpa
+            def answer(q, k, v, mask=None):
+                return sdpa(q, k, v, attn_mask=mask)
+            """),
+        ("torch.nn.functional.scaled_dot_product_attention",  # no Python calls it
+         _ATT + "functools.partial(F.scaled_dot_product_attention, attn_mask=mask)"
+                "(q, k, v)"),
+        ("torch.nn.functional.scaled_dot_product_attention",
+         _ATT + "getattr(F, 'scaled_dot_product_' + 'attention')(q, k, v)"),
+        ("torch.nn.functional.scaled_dot_product_attention",
+         _ATT + "torch._C._nn.scaled_dot_product_attention(q, k, v)"),
+        ("torch.ops.aten.scaled_dot_product_attention",
+         _ATT + "torch.ops.aten.scaled_dot_product_attention(q, k, v)"),
+        ("torch.ops.aten._scaled_dot_product_attention_math",
+         _ATT + "torch.ops.aten._scaled_dot_product_attention_math(q, k, v)[0]"),
+        ("torch._scaled_dot_product_flash_attention_for_cpu",
+         _ATT + "torch._scaled_dot_product_flash_attention_for_cpu(q, k, v)[0]"),
+        ("torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default",
+         _ATT + "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu"
+                ".default(q, k, v)[0]"),
+        ("torch.nn.MultiheadAttention", """
+            def answer(q, k, v, mask=None):
+                mha = nn.MultiheadAttention(q.size(-1), 1, batch_first=True)
+                return mha(q.flatten(0, -3), k.flatten(0, -3), v.flatten(0, -3))[0]
+            """),
+        ("torch.nn.functional.multi_head_attention_forward", """
+            def answer(q, k, v, mask=None):
+                d = q.size(-1)
+                eye = torch.eye(d, dtype=q.dtype)
+                out, _ = F.multi_head_attention_forward(
+                    q, k, v, d, 1, torch.cat([eye] * 3), None, None, None, False,
+                    0.0, eye, None, use_separate_proj_weight=False)
+                return out
+            """),
+        ("transformer_edu.attention.scaled_dot_product_attention", """
+            from transformer_edu import scaled_dot_product_attention
+            def answer(q, k, v, mask=None):
+                return scaled_dot_product_attention(q, k, v, mask)
+            """),
+        ("transformer_edu.attention.MultiHeadAttention", """
+            from transformer_edu import MultiHeadAttention
+            def answer(q, k, v, mask=None):
+                return MultiHeadAttention(q.size(-1), 1)(q, k, v, mask)
+            """),
+    ],
+    "check_split_heads": [
+        ("transformer_edu.attention.MultiHeadAttention", """
+            from transformer_edu import MultiHeadAttention
+            def answer(x, n_heads):
+                return MultiHeadAttention(x.size(-1), n_heads).split_heads(x)
+            """),
+        ("transformer_edu.attention.MultiHeadAttention", """
+            from types import SimpleNamespace
+            from transformer_edu.attention import MultiHeadAttention as M
+            def answer(x, n_heads):
+                heads = SimpleNamespace(n_heads=n_heads, d_k=x.size(-1) // n_heads)
+                return M.split_heads(heads, x)
+            """),
+    ],
+    "check_combine_heads": [
+        ("transformer_edu.attention.MultiHeadAttention", """
+            from transformer_edu import MultiHeadAttention
+            def answer(x):
+                B, H, T, Dh = x.shape
+                return MultiHeadAttention(H * Dh, H).combine_heads(x)
+            """),
+    ],
+    "check_multi_head_attention": [
+        ("torch.nn.MultiheadAttention", _MHA_INIT + """
+        self.mha = nn.MultiheadAttention(d_model, n_heads, batch_first=True)
+    def forward(self, query, key, value, mask=None):
+        return self.mha(query, key, value)[0]
+"""),
+        ("torch.nn.MultiheadAttention", _MHA_INIT + """
+        self.layer = nn.TransformerEncoderLayer(d_model, n_heads, batch_first=True)
+    def forward(self, query, key, value, mask=None):
+        return self.layer.self_attn(query, key, value)[0]
+"""),
+        ("torch.nn.functional.multi_head_attention_forward", _MHA_INIT + """
+    def forward(self, query, key, value, mask=None):
+        lin = (self.w_q, self.w_k, self.w_v)
+        out, _ = F.multi_head_attention_forward(
+            query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1),
+            query.size(-1), self.h, torch.cat([m.weight for m in lin]),
+            torch.cat([m.bias for m in lin]), None, None, False, 0.0,
+            self.w_o.weight, self.w_o.bias, need_weights=False)
+        return out.transpose(0, 1)
+"""),
+        ("torch._native_multi_head_attention", _MHA_INIT + """
+    def forward(self, query, key, value, mask=None):
+        lin = (self.w_q, self.w_k, self.w_v)
+        out, _ = torch._native_multi_head_attention(
+            query, key, value, query.size(-1), self.h,
+            torch.cat([m.weight for m in lin]), torch.cat([m.bias for m in lin]),
+            self.w_o.weight, self.w_o.bias, need_weights=False)
+        return out
+"""),
+        ("transformer_edu.attention.MultiHeadAttention", """
+            from transformer_edu import MultiHeadAttention
+            class answer(MultiHeadAttention):
+                def forward(self, query, key, value, mask=None):
+                    return super().forward(query, key, value, mask)
+            """),
+    ],
+    "check_causal_mask": [
+        ("transformer_edu.masks.causal_mask", """
+            from transformer_edu import causal_mask
+            def answer(T):
+                return causal_mask(T)[0, 0]
+            """),
+        ("transformer_edu.masks.target_mask", """
+            from transformer_edu.masks import target_mask
+            def answer(T):
+                return target_mask(torch.ones(1, T, dtype=torch.long))[0, 0]
+            """),
+        ("torch.nn.Transformer.generate_square_subsequent_mask", """
+            def answer(T):
+                return nn.Transformer.generate_square_subsequent_mask(T) == 0
+            """),
+        ("torch.nn.modules.transformer._generate_square_subsequent_mask", """
+            from torch.nn.modules.transformer import _generate_square_subsequent_mask
+            def answer(T):
+                return _generate_square_subsequent_mask(T) == 0
+            """),
+        ("torch.nn.attention.bias.causal_upper_left", """
+            from torch.nn.attention.bias import causal_upper_left
+            def answer(T):
+                return causal_upper_left(T, T)._materialize()
+            """),
+    ],
+    "check_padding_mask": [
+        ("transformer_edu.masks.padding_mask", """
+            import transformer_edu.masks as masks
+            def answer(tokens, pad_idx):
+                return masks.padding_mask(tokens, pad_idx)
+            """),
+        ("transformer_edu.masks.key_padding_from_torch", """
+            from transformer_edu.masks import key_padding_from_torch
+            def answer(tokens, pad_idx):
+                return key_padding_from_torch(tokens == pad_idx)
+            """),
+        ("transformer_edu.masks.target_mask", """
+            from transformer_edu.masks import target_mask
+            def answer(tokens, pad_idx):
+                return target_mask(tokens, pad_idx)[:, :, -1:]  # the last query's row
+            """),
+    ],
+    "check_layer_norm": [
+        ("torch.nn.functional.layer_norm",
+         _LN + "F.layer_norm(x, x.shape[-1:], weight, bias, eps)"),
+        ("torch.nn.functional.layer_norm", """
+            from torch.nn.functional import layer_norm as ln
+            def answer(x, weight, bias, eps=1e-5):
+                return ln(x, x.shape[-1:], weight, bias, eps)
+            """),
+        ("torch.nn.functional.layer_norm",
+         _LN + "getattr(F, 'layer_' + 'norm')(x, x.shape[-1:], weight, bias, eps)"),
+        ("torch.layer_norm", _LN + "torch.layer_norm(x, x.shape[-1:], weight, bias, eps)"),
+        ("torch.layer_norm",  # no Python calls it
+         _LN + "functools.partial(torch.layer_norm, eps=eps)(x, x.shape[-1:], weight,"
+               " bias)"),
+        ("torch.layer_norm",
+         _LN + "next(map(torch.layer_norm, [x], [x.shape[-1:]], [weight], [bias]))"),
+        ("torch.native_layer_norm",
+         _LN + "torch.native_layer_norm(x, x.shape[-1:], weight, bias, eps)[0]"),
+        ("torch.ops.aten.layer_norm",
+         _LN + "torch.ops.aten.layer_norm(x, x.shape[-1:], weight, bias, eps)"),
+        ("torch.ops.aten.native_layer_norm.default",
+         _LN + "torch.ops.aten.native_layer_norm.default(x, x.shape[-1:], weight, bias,"
+               " eps)[0]"),
+        ("torch._refs.nn.functional.layer_norm",
+         _LN + "torch._refs.nn.functional.layer_norm(x, x.shape[-1:], weight, bias, eps)"),
+        ("torch.nn.functional.group_norm", """
+            def answer(x, weight, bias, eps=1e-5):
+                flat = x.reshape(-1, x.size(-1))  # one group of D channels per token
+                return F.group_norm(flat, 1, None, None, eps).reshape(x.shape) * weight + bias
+            """),
+        ("torch.nn.LayerNorm", """
+            class answer(nn.Module):
+                def __init__(self, d_model, eps=1e-5):
+                    super().__init__()
+                    self.inner = nn.LayerNorm(d_model, eps)
+                    self.weight, self.bias = self.inner.weight, self.inner.bias
+                def forward(self, x):
+                    return self.inner(x)
+            """),
+        ("transformer_edu.norm.LayerNorm", """
+            from transformer_edu import LayerNorm
+            class answer(LayerNorm):
+                pass
+            """),
+        ("transformer_edu.norm.LayerNorm", """
+            from transformer_edu.norm import LayerNorm
+            def answer(x, weight, bias, eps=1e-5):
+                return LayerNorm(x.size(-1), eps, fast=False).to(x.dtype)(x) * weight + bias
+            """),
+    ],
+    "check_transformer_masks": [
+        ("transformer_edu.masks.target_mask", """
+            from transformer_edu.masks import padding_mask, target_mask
+            def answer(src, tgt, pad_idx=0):
+                src_mask = padding_mask(src, pad_idx)
+                return src_mask, target_mask(tgt, pad_idx), src_mask
+            """),
+    ],
+    "check_label_smoothing": [
+        ("transformer_edu.training.smoothed_targets", """
+            import transformer_edu.training as training
+            def answer(target, vocab_size, smoothing):
+                return training.smoothed_targets(target, vocab_size, smoothing)
+            """),
+    ],
+    "check_noam_lr": [
+        ("transformer_edu.training.noam_lr", """
+            from transformer_edu.training import noam_lr
+            def answer(step, d_model, warmup):
+                return noam_lr(step, d_model, warmup)
+            """),
+        ("transformer_edu.training.noam_lr", """
+            from transformer_edu.training import noam_lr
+            def answer(step, d_model, warmup):
+                return functools.partial(noam_lr, factor=1.0)(step, d_model, warmup)
+            """),
+    ],
+    "check_greedy_decode": [
+        ("transformer_edu.decoding.greedy_decode", """
+            from transformer_edu.decoding import greedy_decode
+            def answer(model, src, max_len):
+                return greedy_decode(model, src, max_len=max_len).tokens[0]
+            """),
+        ("transformer_edu.decoding.beam_search", """
+            from transformer_edu.decoding import beam_search
+            def answer(model, src, max_len):
+                return beam_search(model, src, 1, max_len=max_len)[0][0]
+            """),
+    ],
+}  # fmt: skip
+
+# checker: answers written from the blocks the exercise allows
+ALLOWED_BLOCKS: dict[str, list[str]] = {
+    "check_score_function[dot]": [
+        "def answer(query, keys):\n    return query @ keys.transpose(1, 2)",
+        "def answer(query, keys):\n    return torch.bmm(query, keys.transpose(1, 2))",
+    ],
+    "check_score_function[general]": [
+        "def answer(query, keys, W):\n"
+        "    return torch.einsum('bth,bsh->bts', query, W(keys))",
+    ],
+    "check_score_function[additive]": [
+        "def answer(query, keys, W1, W2, v):\n"
+        "    return v(torch.tanh(W1(query)[:, :, None] + W2(keys)[:, None])).squeeze(-1)",
+    ],
+    "check_token_embedding": [
+        """
+        def answer(tokens, weight, pad_idx):
+            x = weight[tokens] * math.sqrt(weight.size(1))  # indexing looks rows up
+            return x * (tokens != pad_idx)[..., None]
+        """,
+        """
+        def answer(tokens, weight, pad_idx):
+            x = weight.index_select(0, tokens.flatten()).reshape(*tokens.shape, -1)
+            return (x * weight.size(1) ** 0.5).masked_fill((tokens == pad_idx)[..., None], 0)
+        """,
+    ],
+    "check_positional_encoding": [
+        """
+        def answer(max_len, d_model):
+            pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+            freq = torch.exp(-math.log(10000.0) * torch.arange(0, d_model, 2) / d_model)
+            pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+            pe[:, 0::2] = torch.sin(pos * freq)
+            pe[:, 1::2] = torch.cos(pos * freq[: d_model // 2])
+            return pe.float()
+        """,
+    ],
+    "check_add_positional_encoding": [
+        "def answer(x, table):\n    return x + table[: x.size(1)].unsqueeze(0)",
+    ],
+    "check_scaled_dot_product_attention": [
+        """
+        def answer(q, k, v, mask=None):
+            scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.size(-1))
+            if mask is not None:
+                scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+            weights = F.softmax(scores, dim=-1)
+            return weights @ v, weights
+        """,
+    ],
+    "check_split_heads": [
+        """
+        def answer(x, n_heads):
+            B, T, D = x.shape
+            return x.view(B, T, n_heads, D // n_heads).transpose(1, 2)
+        """,
+    ],
+    "check_combine_heads": [
+        """
+        def answer(x):
+            B, H, T, Dh = x.shape
+            return x.permute(0, 2, 1, 3).contiguous().view(B, T, H * Dh)
+        """,
+    ],
+    "check_multi_head_attention": [
+        # attention itself is not this exercise: torch's and the package's may be used
+        _MHA_INIT + """
+    def forward(self, query, key, value, mask=None):
+        B, T, D = query.shape
+        def split(x):
+            return x.view(B, x.size(1), self.h, D // self.h).transpose(1, 2)
+        q, k, v = split(self.w_q(query)), split(self.w_k(key)), split(self.w_v(value))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.w_o(out.transpose(1, 2).reshape(B, T, D))
+""",
+        "from transformer_edu import scaled_dot_product_attention\n" + _MHA_INIT + """
+    def forward(self, query, key, value, mask=None):
+        B, T, D = query.shape
+        def split(x):
+            return x.view(B, x.size(1), self.h, D // self.h).transpose(1, 2)
+        q, k, v = split(self.w_q(query)), split(self.w_k(key)), split(self.w_v(value))
+        out, _ = scaled_dot_product_attention(q, k, v, mask)
+        return self.w_o(out.transpose(1, 2).reshape(B, T, D))
+""",
+    ],
+    "check_causal_mask": [
+        "def answer(T):\n    return torch.tril(torch.ones(T, T, dtype=torch.bool))",
+        "def answer(T):\n    return torch.arange(T)[:, None] >= torch.arange(T)",
+    ],
+    "check_padding_mask": [
+        "def answer(tokens, pad_idx):\n    return (tokens != pad_idx)[:, None, None, :]",
+    ],
+    "check_layer_norm": [
+        """
+        class answer(nn.Module):
+            def __init__(self, d_model, eps=1e-5):
+                super().__init__()
+                self.weight = nn.Parameter(torch.ones(d_model))
+                self.bias = nn.Parameter(torch.zeros(d_model))
+                self.eps = eps
+            def forward(self, x):
+                mean = x.mean(-1, keepdim=True)
+                var = ((x - mean) ** 2).sum(-1, keepdim=True) / x.size(-1)
+                return self.weight * (x - mean) / torch.sqrt(var + self.eps) + self.bias
+        """,
+        """
+        def answer(x, weight, bias, eps=1e-5):
+            var, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)
+            return (x - mean) * torch.rsqrt(var + eps) * weight + bias
+        """,
+    ],
+    "check_transformer_masks": [
+        # the exercise gives padding_mask and causal_mask
+        """
+        from transformer_edu import causal_mask, padding_mask
+        def answer(src, tgt, pad_idx=0):
+            tgt_mask = padding_mask(tgt, pad_idx) & causal_mask(tgt.size(1))
+            return padding_mask(src, pad_idx), tgt_mask, padding_mask(src, pad_idx)
+        """,
+    ],
+    "check_label_smoothing": [
+        """
+        def answer(target, vocab_size, smoothing):
+            return (1 - smoothing) * F.one_hot(target, vocab_size) + smoothing / vocab_size
+        """,
+    ],
+    "check_noam_lr": [
+        "def answer(step, d_model, warmup):\n"
+        "    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)",
+    ],
+    "check_greedy_decode": [
+        """
+        def answer(model, src, max_len):
+            memory, src_mask = model.encode(src)
+            ys = torch.tensor([[1]])
+            for _ in range(max_len):
+                logits = model.generator(model.decode(ys, memory, src_mask)[:, -1])
+                ys = torch.cat([ys, logits.argmax(-1, keepdim=True)], dim=1)
+                if ys[0, -1] == 2:
+                    break
+            return ys[0, 1:].tolist()
+        """,
+    ],
+}  # fmt: skip
+
+
+def answer_source(source: str) -> str:
+    """An answer's code as a notebook cell holds it."""
+    return textwrap.dedent(source).strip() + "\n"
+
+
+def load_answer(source: str):
+    """Run an answer's code as a notebook would; its ``answer``."""
+    namespace: dict = {"__name__": "__main__"}
+    code = PRELUDE + answer_source(source)
+    exec(compile(code, "<answer>", "exec"), namespace)
+    return namespace["answer"]
+
+
+def check(key: str, answer) -> CheckResult:
+    """Run the checker ``key`` names ("check_score_function[dot]": with its kind)."""
+    name, _, kind = key.partition("[")
+    kwargs = {"kind": kind.rstrip("]")} if kind else {}
+    return CHECKERS[name](answer, quiet=True, **kwargs)
+
+
+FORBIDDEN_CASES = [
+    (key, *entry) for key, entries in FORBIDDEN.items() for entry in entries
+]
+ALLOWED_CASES = [
+    (key, src) for key, sources in ALLOWED_BLOCKS.items() for src in sources
+]
+
+
+def test_the_tables_cover_every_checker():
+    for table in (FORBIDDEN, ALLOWED_BLOCKS):
+        assert {key.partition("[")[0] for key in table} == set(CHECKERS)
+        kinds = {key for key in table if key.startswith("check_score_function[")}
+        assert len(kinds) == 3  # dot, general, additive
+
+
+@pytest.mark.parametrize(
+    "key, shown, source",
+    FORBIDDEN_CASES,
+    ids=[f"{key}-{i}-{shown}" for i, (key, shown, _) in enumerate(FORBIDDEN_CASES)],
+)
+def test_a_forbidden_implementation_fails_naming_it(key, shown, source):
+    result = check(key, load_answer(source))
+    assert not result and result.status == "failed", result.message
+    # the first name shown is what the answer called (not what that called in turn)
+    assert f"{CALLED_REFERENCE}: {shown}," in result.message, result.message
+
+
+@pytest.mark.parametrize(
+    "key, source",
+    ALLOWED_CASES,
+    ids=[f"{k}-{i}" for i, (k, _) in enumerate(ALLOWED_CASES)],
+)
+def test_an_answer_from_allowed_blocks_passes(key, source):
+    result = check(key, load_answer(source))
+    assert result, result.message
+
+
+def test_the_watch_ends_with_the_check():
+    # the checker's torch function mode is gone, and torch's own calls are free again
+    answer = load_answer(FORBIDDEN["check_layer_norm"][0][1])
+    assert not check("check_layer_norm", answer)
+    assert not torch._C._is_torch_function_mode_enabled()
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(
+        answer(x, torch.ones(4), torch.zeros(4)), torch.layer_norm(x, (4,))
+    )
+
+
+def test_an_alias_bound_before_the_check_is_seen():
+    from transformer_edu.masks import causal_mask as bound_early
+
+    mine = bound_early  # the student's name for it
+
+    result = CHECKERS["check_causal_mask"](lambda T: mine(T), quiet=True)
+    assert not result and CALLED_REFERENCE in result.message
+    assert "transformer_edu.masks.causal_mask" in result.message
+
+
+def test_calling_the_reference_fails_even_when_the_answer_raises_afterwards():
+    def sneaky(T):
+        causal_mask(T)
+        raise NotImplementedError
+
+    result = CHECKERS["check_causal_mask"](sneaky, quiet=True)
+    assert result.status == "failed" and CALLED_REFERENCE in result.message
+
+
+def test_switching_the_profiler_off_is_reported():
+    def off(T):
+        sys.setprofile(None)
+        return causal_mask(T)[0, 0]
+
+    result = CHECKERS["check_causal_mask"](off, quiet=True)
+    assert not result and "profiler" in result.message
+
+
+def test_switching_the_profiler_off_does_not_hide_torch_functions():
+    def off(x, weight, bias, eps=1e-5):
+        sys.setprofile(None)
+        return torch.layer_norm(x, x.shape[-1:], weight, bias, eps)
+
+    result = CHECKERS["check_layer_norm"](off, quiet=True)
+    assert not result and f"{CALLED_REFERENCE}: torch.layer_norm," in result.message
+
+
+def test_the_previous_profiler_is_restored():
+    calls = []
+
+    def mine(frame, event, arg):
+        calls.append(event)
+
+    sys.setprofile(mine)
+    try:
+        CHECKERS["check_causal_mask"](lambda T: causal_mask(T)[0, 0], quiet=True)
+        assert sys.getprofile() is mine
+    finally:
+        sys.setprofile(None)
