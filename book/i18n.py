@@ -166,7 +166,10 @@ NOT_WORDS = re.compile(
 def is_math_only(msgid: str) -> bool:
     """Math or code and nothing to translate (Sphinx offers a display-math block's
     TeX, and a table cell holding only code): no word of three letters outside
-    math, code and TeX commands."""
+    math, code and TeX commands. A display-math block's msgid starts with a line
+    break (``$$`` on a line of its own)."""
+    if msgid.startswith("\n"):
+        return True
     return not re.search(r"[A-Za-z]{3,}", NOT_WORDS.sub(" ", msgid))
 
 
