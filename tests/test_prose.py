@@ -155,7 +155,25 @@ DEPARTURE = "[ours, not the paper's]{.departure}"
 MARKER = re.compile(r"\[([^\]]*)\]\{\.departure\}")
 # Where a chapter departs from the paper, the paragraph that says so carries the
 # marker: per page, phrases that must each share a paragraph with it.
-DEPARTURES: dict[str, list[str]] = {}
+DEPARTURES: dict[str, list[str]] = {
+    "09_training": [
+        "The factor in front is",
+        "adds a **cool-down**",
+        "Gradient clipping is",
+        "sentence pairs is",
+    ],
+    "10_decoding_and_attention": ["this chapter keeps $\\alpha = 0$"],
+    "12_real_japanese": [
+        "The budget is",
+        "drops in two more places",
+        "Four of its settings are",
+        "gradient clipping to norm",
+        "a cool-down",
+        "averages the last",
+        "Its layers are pre-LN",
+    ],
+    "13_where_it_led": ["layers are pre-LN", "gradient clipping to norm 1"],
+}
 
 
 def paragraphs(path: Path) -> list[str]:
