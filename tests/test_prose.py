@@ -164,6 +164,23 @@ DEPARTURES: dict[str, list[str]] = {
     "05_multi_head_attention": ["bias=False"],
     "06_masking": ["setting to $-\\infty$"],
     "07_residual_norm_ffn": ["norm_first=True", "Our package does all four"],
+    "09_training": [
+        "The factor in front is",
+        "adds a **cool-down**",
+        "Gradient clipping is",
+        "sentence pairs is",
+    ],
+    "10_decoding_and_attention": ["this chapter keeps $\\alpha = 0$"],
+    "12_real_japanese": [
+        "The budget is",
+        "drops in two more places",
+        "Four of its settings are",
+        "gradient clipping to norm",
+        "a cool-down",
+        "averages the last",
+        "Its layers are pre-LN",
+    ],
+    "13_where_it_led": ["layers are pre-LN", "gradient clipping to norm 1"],
 }
 
 

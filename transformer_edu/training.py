@@ -172,13 +172,12 @@ def train(
     d_model = model.config.d_model
     steps_per_epoch = -(-len(train_pairs) // cfg.batch_size)
     total = cfg.epochs * steps_per_epoch
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt,
-        lambda s: (
-            noam_lr(s + 1, d_model, cfg.warmup, cfg.lr_factor)
-            * cooldown_factor(s + 1, total, cfg.cooldown)
-        ),
-    )
+
+    def rate(s: int) -> float:  # LambdaLR counts steps from 0, the paper from 1
+        paper = noam_lr(s + 1, d_model, cfg.warmup, cfg.lr_factor)
+        return paper * cooldown_factor(s + 1, total, cfg.cooldown)
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, rate)  # lr = 1 · rate(step)
     hist = History(device=str(device))
     start = time.perf_counter()
     bar = tqdm(total=total, disable=not progress, desc="train")
@@ -188,15 +187,15 @@ def train(
         for b in batches(train_pairs, src_vocab, tgt_vocab, cfg.batch_size,
                          seed=cfg.seed * 100_003 + epoch, sort_by_length=True):  # fmt: skip
             b = b.to(device)  # batches are built on the CPU
-            logits = forward(model, b.src, b.tgt_in)  # (B, T, V)
+            logits = forward(model, b.src, b.tgt_in)  # (B, T, V): teacher forcing
             loss = sequence_loss(logits, b.tgt_out, cfg.label_smoothing)
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            if cfg.clip_grad_norm:
+            if cfg.clip_grad_norm:  # not in the paper: a safety net for large steps
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm)
-            lr = opt.param_groups[0]["lr"]  # the rate this step used
+            lr = opt.param_groups[0]["lr"]  # the rate this step uses
             opt.step()
-            sched.step()
+            sched.step()  # the next step's rate
             n = b.ntokens  # the loss is a mean over these: weigh it by them
             loss_sum += loss.item() * n
             real = b.tgt_out != Vocab.PAD  # accuracy over the same real tokens
