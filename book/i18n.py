@@ -113,6 +113,10 @@ def qualify_glue(text: str, docname: str) -> str:
         body = m.group(2)
         if "::" in body:
             return m.group(0)
+        if m.group(1) == ":text" and ":" not in body:
+            # the text role splits its content at the last colon (key:format): a
+            # qualified key needs the format spelled out, or "page::key" splits there
+            body += ":s"
         return f"{{glue{m.group(1) or ''}}}`{page}::{body}`"
 
     return GLUE_ROLE.sub(qualify, text)

@@ -233,10 +233,13 @@ def test_translating_markdown_keeps_its_structure():
 
 
 def test_glue_keys_are_qualified_for_the_japanese_build():
-    text = "BLEU {glue:text}`ch12_bleu:.1f` and {glue:text}`other.ipynb::k`"
+    text = (
+        "BLEU {glue:text}`ch12_bleu:.1f` and {glue:text}`other.ipynb::k` "
+        "of {glue:text}`ch12_word`"
+    )
     assert i18n.qualify_glue(text, "chapters/12_real_japanese") == (
         "BLEU {glue:text}`12_real_japanese.ipynb::ch12_bleu:.1f` and "
-        "{glue:text}`other.ipynb::k`"
+        "{glue:text}`other.ipynb::k` of {glue:text}`12_real_japanese.ipynb::ch12_word:s`"
     )
 
 
