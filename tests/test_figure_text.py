@@ -71,8 +71,12 @@ def test_lines_bars_and_menus_are_counted_and_named():
 
 def test_every_figure_of_viz_names_its_controls():
     w = np.random.default_rng(0).random((2, 2, 3, 3))
-    fig = viz.attention_heatmaps({"self": w, "cross": w[:1]})
-    assert [c.name for c in describe(fig).controls] == [TEXT["attention_menu"]]
+    fig = viz.attention_heatmaps(
+        {"self": w, "cross": w[:1]}, ["私", "は", "猫"], ["I", "am", "cat"]
+    )
+    text = describe(fig)
+    assert [c.name for c in text.controls] == [TEXT["attention_menu"]]
+    assert "heatmap, 3 × 3, rows: I, am, cat, columns: 私, は, 猫" in text.description
     grid = viz.control_grid(
         go.Figure(go.Bar(x=[0], y=[0])),
         [viz.GridControl("warm-up", ["1", "2"]), viz.GridControl("ε", ["a", "b"])],
@@ -84,7 +88,7 @@ def test_every_figure_of_viz_names_its_controls():
 def test_long_lists_end_in_an_ellipsis_and_labels_lose_their_html():
     fig = go.Figure([go.Bar(x=[0], y=[k], name=f"s{k}") for k in range(9)])
     assert "9 bar series (s0, s1, s2, s3, s4, s5, …)" in describe(fig).description
-    assert plain("a<br>b &amp; <i>c</i>") == "a b & c"
+    assert plain("a<br>b &amp; <i>c</i>") == "a; b & c"
 
 
 @pytest.fixture
@@ -116,3 +120,15 @@ def test_mpl_html_is_an_image_with_the_generated_alt_text(plt):
     assert html.endswith(
         'alt="a &quot;quoted&quot; title: bars (p), x: 0.1 to 0.2, y: 0 to 2.">'
     )
+
+
+def test_tables_are_counted_and_hidden_axes_give_no_range():
+    fig = go.Figure(
+        go.Table(
+            header={"values": ["a", "b"]}, cells={"values": [[1, 2, 3], [4, 5, 6]]}
+        )
+    )
+    assert describe(fig).description == "table, 3 rows × 2 columns: a, b."
+    lines = go.Figure(go.Scatter(x=[0, 9], y=[1, 2]), layout={"xaxis_visible": False})
+    assert describe(lines).description == "1 line; y: 1 to 2."
+    assert describe(lines).name == f"{TEXT['figure']}: {TEXT['kind_lines']}"

@@ -26,9 +26,15 @@ import numpy as np
 # Every user-visible string: the Japanese edition translates these.
 TEXT = {
     "figure": "Figure",  # the name of a plotly figure with no title and no trace
+    "kind_lines": "line chart",  # a figure with no title: named by its first kind
+    "kind_points": "scatter plot",
+    "kind_bar": "bar chart",
+    "kind_heatmap": "heatmap",
+    "table": "table, {rows} rows × {cols} columns: {columns}",
     "chart": "Chart",  # the name of a matplotlib figure with no title
     "heatmap": "heatmap, {rows} × {cols}",
-    "rows_cols": "rows: {rows}, columns: {cols}",
+    "rows": "rows: {rows}",
+    "cols": "columns: {cols}",
     "values": "values {lo} to {hi}",
     "lines": "{n} lines",
     "line": "1 line",
@@ -89,7 +95,7 @@ def plain(text: Any) -> str:
     """Plotly's HTML-ish label text as plain text: tags dropped, entities decoded."""
     if text is None:
         return ""
-    text = _BREAK.sub(" ", str(text))
+    text = _BREAK.sub("; ", str(text))
     return " ".join(html.unescape(_TAG.sub("", text)).split())
 
 
@@ -162,20 +168,40 @@ def _kind(trace: Mapping[str, Any]) -> str:
     return kind
 
 
+def _axis_name(trace: Mapping[str, Any], axis: str) -> str:
+    """The layout key of a trace's x or y axis: "xaxis", "yaxis2", ..."""
+    return f"{axis}axis" + (trace.get(f"{axis}axis") or axis)[1:]
+
+
 def _axis_parts(
     layout: Mapping[str, Any], traces: list[Mapping[str, Any]]
 ) -> list[str]:
-    """x and y ranges of the line, point and bar traces, with the axes' titles."""
+    """x and y ranges of the line, point and bar traces, axis by axis, with the
+    axes' titles (not for hidden axes: a diagram's)."""
     parts = []
     for axis, key in (("x", "x_range"), ("y", "y_range")):
-        values = [_array(t.get(axis)) for t in traces]
-        values = [v for v in values if v is not None]
-        span = _range(np.concatenate([v.ravel() for v in values])) if values else None
-        if span:
-            title = _title(_get(layout, f"{axis}axis", "title"))
+        by_axis: dict[str, list[np.ndarray]] = {}
+        for t in traces:
+            values = _array(t.get(axis))
+            if values is not None:
+                by_axis.setdefault(_axis_name(t, axis), []).append(values.ravel())
+        for name, values in sorted(by_axis.items()):
+            span = _range(np.concatenate(values))
+            if not span or _get(layout, name, "visible") is False:
+                continue
+            title = _title(_get(layout, name, "title"))
             title = TEXT["axis_title"].format(title=title) if title else ""
             parts.append(TEXT[key].format(title=title, lo=span[0], hi=span[1]))
     return parts
+
+
+def _axis_labels(layout: Mapping[str, Any], name: str) -> str:
+    """An axis's title, else its tick labels (a heatmap's tokens)."""
+    title = _title(_get(layout, name, "title"))
+    ticks = _get(layout, name, "ticktext")
+    if title or not isinstance(ticks, Sequence) or isinstance(ticks, str):
+        return title
+    return _listed([plain(t) for t in ticks])
 
 
 def _heatmap_parts(
@@ -186,19 +212,28 @@ def _heatmap_parts(
         z = _array(t.get("z"))
         if z is None or z.ndim != 2:
             continue
-        part = TEXT["heatmap"].format(rows=z.shape[0], cols=z.shape[1])
-        x_axis = "xaxis" + (t.get("xaxis") or "x")[1:]
-        y_axis = "yaxis" + (t.get("yaxis") or "y")[1:]
-        rows = _title(_get(layout, y_axis, "title"))
-        cols = _title(_get(layout, x_axis, "title"))
-        if rows or cols:
-            part += TEXT["list_sep"] + TEXT["rows_cols"].format(rows=rows, cols=cols)
-        span = _range(z)
-        if span:
-            part += TEXT["list_sep"] + TEXT["values"].format(lo=span[0], hi=span[1])
-        parts.append(part)
+        part = [TEXT["heatmap"].format(rows=z.shape[0], cols=z.shape[1])]
+        if rows := _axis_labels(layout, _axis_name(t, "y")):
+            part.append(TEXT["rows"].format(rows=rows))
+        if cols := _axis_labels(layout, _axis_name(t, "x")):
+            part.append(TEXT["cols"].format(cols=cols))
+        if span := _range(z):
+            part.append(TEXT["values"].format(lo=span[0], hi=span[1]))
+        parts.append(TEXT["list_sep"].join(part))
     if len(traces) > MAX_LISTED:
         parts.append(TEXT["more"])
+    return parts
+
+
+def _table_parts(traces: list[Mapping[str, Any]]) -> list[str]:
+    parts = []
+    for t in traces:
+        columns = [plain(c) for c in _get(t, "header", "values") or ()]
+        cells = _get(t, "cells", "values") or [[]]
+        rows = len(cells[0]) if cells and isinstance(cells[0], Sequence) else 0
+        parts.append(
+            TEXT["table"].format(rows=rows, cols=len(columns), columns=_listed(columns))
+        )
     return parts
 
 
@@ -270,7 +305,8 @@ def describe(fig: Any) -> FigureText:
     for t in traces:
         if _kind(t) != "text" and t.get("hoverinfo") != "skip":
             by_kind.setdefault(_kind(t), []).append(t)
-    parts = _heatmap_parts(layout, by_kind.pop("heatmap", []))
+    heatmaps = by_kind.pop("heatmap", [])
+    parts = _heatmap_parts(layout, heatmaps) + _table_parts(by_kind.pop("table", []))
     xy = [t for kind in ("lines", "points", "bar") for t in by_kind.get(kind, [])]
     parts += [_marks(kind, ts) for kind, ts in by_kind.items()]
     parts += _axis_parts(layout, xy)
@@ -283,20 +319,16 @@ def describe(fig: Any) -> FigureText:
         parts.append(TEXT["text"].format(texts=_listed(texts)))
     controls = _controls(layout)
     parts += [_control_part(c) for c in controls]
-    kinds = list(by_kind) + (["heatmap"] if "heatmap" in _kinds(traces) else [])
+    kinds = (["heatmap"] if heatmaps else []) + list(by_kind)
     name = _title(layout.get("title")) or _fallback_name(kinds)
     return FigureText(name, TEXT["sep"].join(parts) + TEXT["end"], controls)
-
-
-def _kinds(traces: list[Mapping[str, Any]]) -> list[str]:
-    return [_kind(t) for t in traces]
 
 
 def _fallback_name(kinds: list[str]) -> str:
     if not kinds:
         return TEXT["figure"]
-    first = TEXT["other"].format(kind=kinds[0] if kinds[0] != "lines" else "line chart")
-    return f"{TEXT['figure']}: {first}"
+    kind = TEXT.get(f"kind_{kinds[0]}") or TEXT["other"].format(kind=kinds[0])
+    return f"{TEXT['figure']}: {kind}"
 
 
 def _mpl_panel(ax: Any) -> list[str]:
@@ -307,8 +339,10 @@ def _mpl_panel(ax: Any) -> list[str]:
         part = TEXT["heatmap"].format(rows=data.shape[0], cols=data.shape[1])
         rows = _listed([t.get_text() for t in ax.get_yticklabels()])
         cols = _listed([t.get_text() for t in ax.get_xticklabels()])
-        if rows or cols:
-            part += TEXT["list_sep"] + TEXT["rows_cols"].format(rows=rows, cols=cols)
+        if rows:
+            part += TEXT["list_sep"] + TEXT["rows"].format(rows=rows)
+        if cols:
+            part += TEXT["list_sep"] + TEXT["cols"].format(cols=cols)
         if span := _range(data):
             part += TEXT["list_sep"] + TEXT["values"].format(lo=span[0], hi=span[1])
         parts.append(part)

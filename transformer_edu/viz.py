@@ -123,8 +123,12 @@ def _show_matplotlib_with_alt_text() -> None:
     shell = get_ipython()
     if shell is None:
         return
-    html = shell.display_formatter.formatters["text/html"]
-    html.for_type_by_name("matplotlib.figure", "Figure", mpl_html)
+    # the mime-bundle formatter: matplotlib's inline backend, when it starts, clears
+    # every per-type formatter registered for Figure (IPython's select_figure_formats)
+    bundle = shell.display_formatter.mimebundle_formatter
+    bundle.for_type_by_name(
+        "matplotlib.figure", "Figure", lambda fig: {"text/html": mpl_html(fig)}
+    )
 
 
 def mpl_html(fig: Any) -> str:
