@@ -385,7 +385,8 @@ def test_a_known_violation_fails_the_page(book, browser):
         "axe image-alt",
         "axe label",
     ]
-    assert 'image 0 (x.png): alt text ""' in problems
+    images = [p for p in problems if p.startswith("image ")]
+    assert len(images) == 1 and images[0].endswith('(x.png): alt text ""'), images
 
 
 def test_the_keyboard_check_can_fail(browser, tmp_path):
