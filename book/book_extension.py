@@ -34,6 +34,11 @@
    chapter never shows results from an older package.
 5. Test runs only (``$TRANSFORMER_EDU_KERNEL_LOCK``, set by tests/conftest.py): each
    kernel start holds a file lock shared with the test run's own kernels.
+6. Accessibility (tests/test_accessibility.py): ``book/figure_controls.js`` on every
+   page with a plotly figure (a keyboard control over each slider and menu, see
+   ``plotly_renderer``); a name for each ipywidgets slider (its label); myst-nb's
+   "Show code cell source" toggles named by their visible text, and the bibliography
+   a list of list items (both written here in place of myst-nb's and docutils' HTML).
 
 ``python book/book_extension.py DEST`` copies the assets to DEST (for a look).
 """
@@ -61,6 +66,7 @@ CJK_FONT = f"{VENDOR}/fonts/ipaexg.ttf"
 ANYWIDGET_JS = f"{VENDOR}/anywidget/index.js"
 ORT_DIR = f"{VENDOR}/onnxruntime-web"
 TRANSLATOR_DIR = "translator"  # under _static: the exported ONNX graphs and JSON
+FIGURE_CONTROLS_JS = "figure_controls.js"  # under _static, from book/
 # Before require.js (500): plotly.js bundles built as UMD (2.x) register themselves
 # as an anonymous AMD module, not window.Plotly, when require.js is already there.
 # plotly.js 4 always sets window.Plotly; loading it first is right for both.
@@ -190,6 +196,7 @@ def _builder_inited(app) -> None:
     if app.builder.format == "html":
         static = Path(app.outdir) / "_static"
         copy_assets(static)
+        shutil.copy2(Path(__file__).with_name(FIGURE_CONTROLS_JS), static)
         english = ROOT / "_build" / "html" / "_static" / TRANSLATOR_DIR
         if os.environ.get(EDITION_ENV) and english.is_dir():
             # the Japanese edition serves the graphs the English build exported
@@ -248,6 +255,26 @@ PLOTLY_FILE_LINKS = """(function () {
     });
   };
 })();"""
+# ipywidgets' sliders (noUiSlider) give their handle role="slider" and no name; the
+# widget's label names it. Widgets render after the page loads, so watch for them.
+WIDGET_SLIDER_NAMES = """(function () {
+  var pending = false;
+  function name() {
+    pending = false;
+    document.querySelectorAll(
+      ".noUi-handle[role=slider]:not([aria-label]):not([aria-labelledby])"
+    ).forEach(function (handle, k) {
+      var box = handle.closest(".widget-inline-hbox");
+      var label = box && box.querySelector(".widget-label");
+      if (!label || !label.textContent.trim()) return;
+      if (!label.id) label.id = "tedu-widget-label-" + k;
+      handle.setAttribute("aria-labelledby", label.id);
+    });
+  }
+  new MutationObserver(function () {
+    if (!pending) { pending = true; window.requestAnimationFrame(name); }
+  }).observe(document.documentElement, {childList: true, subtree: true});
+})();"""
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
 
 
@@ -256,6 +283,7 @@ def _html_page_context(app, pagename, templatename, context, doctree) -> None:
     if "plotly-graph-div" in body:
         app.add_js_file(PLOTLY_JS, priority=PLOTLY_PRIORITY)
         app.add_js_file(None, body=PLOTLY_FILE_LINKS, priority=PLOTLY_PRIORITY + 2)
+        app.add_js_file(FIGURE_CONTROLS_JS, priority=PLOTLY_PRIORITY + 3)
         if CJK.search(body):
             app.add_js_file(
                 None, body=PLOTLY_WAITS_FOR_FONT, priority=PLOTLY_PRIORITY + 1
@@ -275,6 +303,7 @@ def _html_page_context(app, pagename, templatename, context, doctree) -> None:
         }
         app.add_js_file(None, body=f"var require = {json.dumps(config)};", priority=400)
         app.add_js_file(None, body=MATHJAX2_SHIM, priority=400)
+        app.add_js_file(None, body=WIDGET_SLIDER_NAMES, priority=400)
     _drop_thebe_and_duplicates(context)
 
 
@@ -353,9 +382,52 @@ def serialise_kernel_starts(lock_path: str) -> None:
     NotebookClient.async_setup_kernel = locked_setup_kernel
 
 
+def _visit_hidden_cell(self, node) -> None:
+    """myst-nb's toggle of a folded cell, without its aria-label: the name is then
+    the visible "Show code cell source" (axe: label-content-name-mismatch)."""
+    from html import escape
+
+    classes = " ".join(node["classes"])
+    self.body.append(f'<details class="admonition hide {classes}">\n<summary>\n')
+    for state, prompt in (("collapsed", "prompt_show"), ("expanded", "prompt_hide")):
+        self.body.append(
+            f'<p class="{state} admonition-title">{escape(node[prompt])}</p>\n'
+        )
+    self.body.append("</summary>\n")
+
+
+def _visit_citation(self, node) -> None:
+    """docutils' citation as a list item (it writes role="doc-biblioentry", which
+    ARIA 1.2 deprecates, inside a role="list" that then has no list items)."""
+    if not isinstance(node.previous_sibling(), type(node)):
+        self.body.append('<div role="list" class="citation-list">\n')
+    self.body.append(
+        self.starttag(node, "div", classes=[node.tagname], role="listitem")
+    )
+
+
+def _accessible_html(app) -> None:
+    from docutils import nodes
+    from myst_nb.sphinx_ import HideCodeCellNode, depart_HideCellInput
+
+    app.add_node(
+        HideCodeCellNode,
+        override=True,
+        html=(_visit_hidden_cell, depart_HideCellInput),
+    )
+    from sphinx.writers.html5 import HTML5Translator
+
+    app.add_node(
+        nodes.citation,
+        override=True,
+        html=(_visit_citation, HTML5Translator.depart_citation),
+    )
+
+
 def setup(app):
     if os.environ.get("TRANSFORMER_EDU_KERNEL_LOCK"):  # set by the test run only
         serialise_kernel_starts(os.environ["TRANSFORMER_EDU_KERNEL_LOCK"])
+    _accessible_html(app)
     app.connect("config-inited", _config_inited)
     app.connect("builder-inited", _builder_inited)
     app.connect("html-page-context", _html_page_context)

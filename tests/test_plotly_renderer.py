@@ -38,3 +38,31 @@ def test_the_build_kernels_profile_makes_it_the_default(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == plotly_renderer.NAME
     assert pio.renderers.default != plotly_renderer.NAME  # this process untouched
+
+
+def test_each_figure_comes_named_described_with_a_native_control_per_slider_and_menu():
+    import plotly.graph_objects as go
+
+    fig = viz.explorer(
+        go.Figure(layout={"title": "Bars & more"}),
+        lambda a, b: [go.Bar(x=[0, 1], y=[a, b])],
+        viz.Control("a = ", [1, 2, 3], start=1),
+        viz.Control("b", [4, 5], kind="dropdown"),
+    )
+    html = plotly_renderer.BookRenderer().to_mimebundle(fig.to_dict())["text/html"]
+    div_id = html.split('class="plotly-graph-div"')[0].rsplit('id="', 1)[1][:-2]
+    assert html.startswith(
+        f'<figure class="tedu-figure" aria-label="Bars &amp; more" '
+        f'aria-describedby="{div_id}-text"><p id="{div_id}-text" class="tedu-sr-only">'
+    )
+    assert "slider a: 3 steps, 1 … 3, now 2" in html  # the description
+    menu = html.index('<select class="tedu-control" data-kind="menu" data-index="0" ')
+    slider = html.index(
+        '<input type="range" class="tedu-control" data-kind="slider" '
+        'data-index="0" aria-label="a" min="0" max="2" step="1" value="1" '
+        'aria-valuetext="a = 2">'
+    )
+    assert menu < slider  # in the order plotly draws them: menus on top
+    assert '<option value="0" selected>4</option><option value="1">5</option>' in html
+    assert html.endswith("</figure>")
+    assert '"displayModeBar":false' in html.replace(" ", "")

@@ -140,6 +140,7 @@ def control_grid(
         sliders=[
             {
                 **b,
+                "name": c.name,  # the keyboard control's name (figure_text)
                 "currentvalue": {"prefix": f"{c.name}: "},
                 "x": 0,
                 "len": 1,
@@ -178,6 +179,7 @@ def _menu(
     # row 0 is the top row, right under the title
     return {
         **bound,
+        "name": c.name,  # the keyboard control's name (figure_text)
         "type": c.kind,
         "direction": "right" if c.kind == "buttons" else "down",
         "showactive": True,

@@ -87,12 +87,14 @@ def _widget(control: Control, steps: list[dict[str, Any]], index: int, n_sliders
     """A slider or an updatemenu for ``steps``; returns (kind, spec)."""
     if control.kind == "slider":
         return "slider", {
+            "name": control.name,  # the keyboard control's name (figure_text)
             "active": control.start,
             "steps": steps,
             "currentvalue": {"prefix": control.name},
             "pad": {"t": 40 + 85 * n_sliders},
         }
     menu = {
+        "name": control.name,  # the keyboard control's name (figure_text)
         "buttons": steps,
         "active": control.start,
         "type": "dropdown" if control.kind == "dropdown" else "buttons",

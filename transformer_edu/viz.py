@@ -15,6 +15,10 @@ this module changes nothing.
 - Japanese text: the plotly template ``"transformer_edu"`` puts IPAexGothic in the
   font stack (the book ships that font with an ``@font-face``); matplotlib uses
   IPAexGothic from the ``matplotlib-fontja`` package.
+- Text alternatives (``figure_text``): in IPython, ``setup()`` also has each
+  matplotlib figure shown as an ``<img>`` whose alt text is generated from the figure
+  (its panels' titles, axes, lines and images); the book writes a plotly figure's
+  name and description from its data (``book/plotly_renderer.py``).
 - Live recomputation: matplotlib inside ``ipywidgets.interact`` (``mpl_heatmap``
   helps) moves only with a kernel, so the book shows its first picture: say so beside
   it, and prefer precomputed states where the choices are finite.
@@ -25,8 +29,11 @@ this module changes nothing.
 
 from __future__ import annotations
 
+import base64
+import io
 import warnings
 from collections.abc import Mapping, Sequence
+from html import escape
 from typing import Any
 
 import numpy as np
@@ -36,6 +43,7 @@ import plotly.io as pio
 from .control_grid import GridControl, control_grid
 from .controls import Control, explorer, state_traces
 from .diagram import CHAPTER_PAGES, architecture_figure
+from .figure_text import TEXT, describe_mpl
 
 TEMPLATE = "transformer_edu"
 CJK_FONT = "IPAexGothic"
@@ -61,6 +69,7 @@ __all__ = [
     "heatmap_slider",
     "lines_slider",
     "mpl_heatmap",
+    "mpl_html",
     "setup",
     "show",
     "state_traces",
@@ -82,6 +91,7 @@ def setup() -> None:
     )
     pio.templates.default = f"plotly_white+{TEMPLATE}"
     _setup_matplotlib()
+    _show_matplotlib_with_alt_text()
 
 
 def _setup_matplotlib() -> None:
@@ -98,6 +108,36 @@ def _setup_matplotlib() -> None:
         return
     # DejaVu Sans after IPAexGothic fills the few glyphs IPAexGothic lacks.
     mpl.rcParams["font.family"] = [CJK_FONT, "DejaVu Sans"]
+
+
+def _show_matplotlib_with_alt_text() -> None:
+    """In IPython, show matplotlib figures as HTML ``<img>`` with generated alt text.
+
+    Front ends (Jupyter, Colab, myst-nb, a widget's output) prefer text/html to the
+    image/png that matplotlib's inline backend also sends, and keep the alt text.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    # the mime-bundle formatter: matplotlib's inline backend, when it starts, clears
+    # every per-type formatter registered for Figure (IPython's select_figure_formats)
+    bundle = shell.display_formatter.mimebundle_formatter
+    bundle.for_type_by_name(
+        "matplotlib.figure", "Figure", lambda fig: {"text/html": mpl_html(fig)}
+    )
+
+
+def mpl_html(fig: Any) -> str:
+    """A matplotlib figure as an ``<img>`` (PNG inline) with its generated alt text."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", bbox_inches="tight")
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    alt = escape(describe_mpl(fig), quote=True)
+    return f'<img src="data:image/png;base64,{data}" alt="{alt}">'
 
 
 def show(fig: go.Figure) -> None:
@@ -410,6 +450,7 @@ def attention_heatmaps(
         # the dropdown sits between the title and the "head h" titles
         updatemenus=[
             {
+                "name": TEXT["attention_menu"],  # the keyboard control's name
                 "buttons": buttons,
                 "active": 0,
                 "x": 0,
