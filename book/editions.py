@@ -144,12 +144,54 @@ def figure_strings(html: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+TEDU_FIGURE = re.compile(r'<figure class="tedu-figure".*?</figure>', re.DOTALL)
+
+
+def _figure_dict(fragment: str) -> tuple[str, dict] | None:
+    """(div id, plotly figure dict) of one figure's HTML, from its script's JSON."""
+    calls = [values for _, _, values in _plotly_calls(fragment)]
+    plots = [v for v in calls if len(v) == 4]  # newPlot(id, data, layout, config)
+    frames = [v for v in calls if len(v) == 2]  # addFrames('id', frames)
+    if len(plots) != 1:
+        return None
+    div_id, data, layout, _config = plots[0]
+    fig = {"data": data, "layout": layout}
+    if frames:
+        fig["frames"] = frames[0][1]
+    return div_id, fig
+
+
+def describe_texts(table: dict[str, str]) -> dict[str, str]:
+    """figure_text.TEXT in the language of ``table``."""
+    from transformer_edu import figure_text
+
+    return {k: translate_string(v, table) for k, v in figure_text.TEXT.items()}
+
+
 def translate_figures(html: str, table: dict[str, str]) -> str:
     """``html`` with the figures' and widgets' strings looked up in ``table`` (of
-    patterns: see :func:`to_pattern`)."""
+    patterns: see :func:`to_pattern`). A figure of the book's renderer is rendered
+    again from its translated data, so that its name, description and controls'
+    names (transformer_edu.figure_text) come in the same language."""
+    from plotly_renderer import render
+
+    from transformer_edu import figure_text
 
     def tr(s: str) -> str:
         return translate_string(s, table)
+
+    words = describe_texts(table)
+
+    def figure(m: re.Match) -> str:
+        found = _figure_dict(m.group(0))
+        if found is None:
+            return m.group(0)
+        div_id, fig = found
+        _walk_plotly(fig, [], tr)
+        with figure_text.texts(words):
+            return render(fig, div_id)
+
+    html = TEDU_FIGURE.sub(figure, html)
 
     pieces, last = [], 0
     for start, end, values in sorted(_plotly_calls(html), key=lambda c: c[0]):

@@ -42,21 +42,26 @@ class BookRenderer(base_renderers.MimetypeRenderer):
     """HTML for the static book: draws with a ``window.Plotly`` the page already has."""
 
     def to_mimebundle(self, fig_dict: dict) -> dict[str, str]:
-        height = fig_dict.get("layout", {}).get("height") or DEFAULT_HEIGHT
-        div_id = str(uuid.uuid4())
-        plot = pio.to_html(
-            fig_dict,
-            include_plotlyjs=False,  # the page loads _static/vendor/plotly/plotly.min.js
-            include_mathjax=False,
-            full_html=False,
-            auto_play=False,  # a figure with frames waits for its slider
-            default_width="100%",
-            default_height=f"{height}px",
-            config=CONFIG,
-            validate=False,
-            div_id=div_id,
-        )
-        return {"text/html": figure_html(fig_dict, plot, div_id)}
+        return {"text/html": render(fig_dict, str(uuid.uuid4()))}
+
+
+def render(fig_dict: dict, div_id: str) -> str:
+    """The ``<figure>`` of one plotly figure (the Japanese edition renders each figure
+    again from its translated dict, book/editions.py)."""
+    height = fig_dict.get("layout", {}).get("height") or DEFAULT_HEIGHT
+    plot = pio.to_html(
+        fig_dict,
+        include_plotlyjs=False,  # the page loads _static/vendor/plotly/plotly.min.js
+        include_mathjax=False,
+        full_html=False,
+        auto_play=False,  # a figure with frames waits for its slider
+        default_width="100%",
+        default_height=f"{height}px",
+        config=CONFIG,
+        validate=False,
+        div_id=div_id,
+    )
+    return figure_html(fig_dict, plot, div_id)
 
 
 def _control_html(c: ControlText) -> str:

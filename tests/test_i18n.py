@@ -99,7 +99,7 @@ KEPT = re.compile(
     r"|`[^`]+`"
     r"|\]\([^)\s]+\)"
     r"|\{\.departure\}"
-    r"|\{\d+\}|<[^>]+>",  # figures.po: number placeholders and HTML tags
+    r"|\{(?:\d+|[a-z_]+)\}(?!`)|<[^>]+>",  # figures.po: placeholders, HTML tags
     re.DOTALL,
 )
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import base64
 import html
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +63,21 @@ TEXT = {
     "list_sep": ", ",  # between the items of a list
     "end": ".",
 }
+
+
+@contextmanager
+def texts(table: Mapping[str, str]) -> Iterator[None]:
+    """Describe in another language while inside: ``table`` maps keys of ``TEXT`` to
+    their translations (the Japanese edition's, from its figures catalogue)."""
+    saved = dict(TEXT)
+    TEXT.update({k: v for k, v in table.items() if k in TEXT and v})
+    try:
+        yield
+    finally:
+        TEXT.clear()
+        TEXT.update(saved)
+
+
 MAX_LISTED = 6  # items listed by name before "…" (trace names, menu entries, texts)
 _TAG = re.compile(r"<[^>]+>")
 _BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
