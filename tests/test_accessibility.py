@@ -16,8 +16,8 @@ One browser tab per page; the ``book`` fixture builds the book once. axe-core co
 from ``book_assets/node_modules`` (npm, pinned by the lock file, a devDependency):
 the tests inject it into the page, the book never ships it.
 
-``EDITIONS`` lists the built editions: a Japanese edition built at
-``_build/html/ja/`` with the same page names joins as ``("ja", HTML_DIR / "ja")``.
+``EDITIONS`` lists the built editions: English at ``_build/html/`` and Japanese at
+``_build/html/ja/``, with the same page names.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from test_book import (  # tests/ is on sys.path (pytest's rootdir-relative impo
 pytestmark = pytest.mark.book
 
 AXE_JS = ROOT / "book_assets" / "node_modules" / "axe-core" / "axe.min.js"
-EDITIONS = [("", HTML_DIR)]  # (the edition's prefix in test ids, its folder)
+EDITIONS = [("", HTML_DIR), ("ja", HTML_DIR / "ja")]  # (prefix in test ids, folder)
 PAGE_FILES = [
     (f"{edition}/{page}" if edition else page, folder / f"{page}.html")
     for edition, folder in EDITIONS

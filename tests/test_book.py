@@ -467,7 +467,11 @@ def _page_id(page: str) -> str:
     return page.replace("/", "_")
 
 
-@pytest.mark.parametrize("page", PAGES, ids=_page_id)
+# every page of both editions: the Japanese one at ja/ (book/i18n.py)
+EDITION_PAGES = [*PAGES, *(f"ja/{p}" for p in PAGES)]
+
+
+@pytest.mark.parametrize("page", EDITION_PAGES, ids=_page_id)
 def test_page_renders_offline_in_chromium(book, browser, page):
     html_file = HTML_DIR / f"{page}.html"
     assert html_file.exists(), f"{html_file} was not built"
@@ -505,7 +509,7 @@ def test_page_renders_offline_in_chromium(book, browser, page):
 
     if m["figs"] != m["plots"]:
         problems.append(f"plotly: {m['plots']} of {m['figs']} figures rendered")
-    if page.startswith("chapters/") and m["figs"] == 0:
+    if page.removeprefix("ja/").startswith("chapters/") and m["figs"] == 0:
         problems.append("plotly: a chapter page with no plotly figure")
     if m["typeset"] != m["maths"]:
         problems.append(f"math: {m['typeset']} of {m['maths']} formulas typeset")
