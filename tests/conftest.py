@@ -164,6 +164,11 @@ def _start_build() -> BookBuild:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
+        "--book-built", action="store_true",
+        help="test the book already in _build as it is (no build; for working on "
+        "the book tests)",
+    )  # fmt: skip
+    parser.addoption(
         "--book-early", action="store_true",
         help="start the book build at once, beside the other tests (with -n N: in "
         "xdist's controller); the book tests wait for it",
@@ -177,7 +182,7 @@ def _is_xdist_worker(config: pytest.Config) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "book: needs the built book (builds it once)")
     _serialise_nbval_kernel_starts()
-    if _is_xdist_worker(config):
+    if _is_xdist_worker(config) or config.getoption("book_built"):
         return
     BUILD_STATUS.unlink(missing_ok=True)  # an earlier run's; this run builds again
     if config.getoption("book_early"):
@@ -218,6 +223,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def book(request: pytest.FixtureRequest) -> BookBuild:
     """The finished book build: the early one (``--book-early``), or one started
     when the first book test needs it."""
+    if request.config.getoption("book_built"):
+        return FinishedBuild(returncode=0, elapsed=0.0)
     build = request.config.stash.get(_build_key, None)
     if build is None and os.environ.get(EARLY_BUILD_ENV):
         return _wait_for_early_build()  # an xdist worker: the controller builds
