@@ -17,6 +17,7 @@ rewrites them.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from functools import lru_cache
@@ -141,7 +142,7 @@ def figure_strings(html: str) -> list[str]:
                     and _worth_translating(v)
                 ):
                     found.append(v)
-    return list(dict.fromkeys(found))
+    return list(dict.fromkeys(to_pattern(s)[0] for s in found))
 
 
 TEDU_FIGURE = re.compile(r'<figure class="tedu-figure".*?</figure>', re.DOTALL)
@@ -352,6 +353,10 @@ def glossary_terms(path: Path = GLOSSARY) -> list[dict]:
     return yaml.safe_load(path.read_text(encoding="utf8"))["terms"]
 
 
+# the glossary table's column heads, in each edition's language
+HEADERS = {"en": ["English", "Japanese", "Note"], "ja": ["英語", "日本語", "注"]}
+
+
 def _glossary_directive():
     from docutils import nodes
     from docutils.parsers.rst import Directive
@@ -371,24 +376,27 @@ def _glossary_directive():
             for width in (30, 30, 40):
                 group += nodes.colspec(colwidth=width)
 
-            def row(cells, lang=None):
+            def row(cells, langs):
+                # each cell says its language (lang="en" / "ja"): a screen reader
+                # reads the English terms as English in the Japanese edition too
                 r = nodes.row()
-                for text, cell_lang in zip(cells, ("en", "ja", "ja"), strict=True):
+                for text, cell_lang in zip(cells, langs, strict=True):
                     entry = nodes.entry()
-                    para = nodes.paragraph(text=text)
-                    if text:
-                        para["classes"].append(f"lang-{lang or cell_lang}")
-                    entry += para
+                    entry += nodes.raw(
+                        "", f'<p lang="{cell_lang}">{html.escape(text)}</p>',
+                        format="html",
+                    )  # fmt: skip
                     r += entry
                 return r
 
+            language = self.state.document.settings.env.config.language or "en"
             head = nodes.thead()
-            head += row(["English", "日本語", "注"], lang="none")
+            head += row(HEADERS.get(language, HEADERS["en"]), [language] * 3)
             group += head
             body = nodes.tbody()
             for term in terms:
                 en = ", ".join([term["en"], *term.get("also", [])])
-                body += row([en, term["ja"], term.get("note", "")])
+                body += row([en, term["ja"], term.get("note", "")], ["en", "ja", "ja"])
             group += body
             self.state.document.settings.env.note_dependency(str(GLOSSARY))
             return [table]

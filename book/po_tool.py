@@ -3,6 +3,11 @@
     python book/po_tool.py dump chapters/06_masking [--all] > todo.json
     python book/po_tool.py load chapters/06_masking done.json
     python book/po_tool.py check chapters/06_masking
+    python book/po_tool.py apply chapters/06_masking done.json
+
+``apply`` takes ``{msgid: msgstr}`` (a translator's file, which survives changes to
+the catalogue's order): each message whose msgid is there gets that translation and
+loses its fuzzy flag; msgids the catalogue no longer holds are listed.
 
 ``dump`` writes ``[{"n": index, "msgid": ..., "msgstr": ...}]`` for the untranslated
 and fuzzy messages (every message with ``--all``); ``load`` takes the same list back
@@ -57,6 +62,24 @@ def load(name: str, items: list[dict]) -> int:
     return filled
 
 
+def apply(name: str, table: dict[str, str]) -> tuple[int, list[str]]:
+    """Fill the messages whose msgid ``table`` holds; (filled, msgids not found)."""
+    path, catalog = _read(name)
+    ids = set()
+    filled = 0
+    for m in catalog:
+        if m.id and isinstance(m.id, str):
+            ids.add(m.id)
+            if table.get(m.id):
+                m.string = table[m.id]
+                m.flags.discard("fuzzy")
+                m.previous_id = []
+                filled += 1
+    with path.open("wb") as f:
+        write_po(f, catalog, width=88)
+    return filled, [k for k in table if k not in ids]
+
+
 def check(name: str) -> list[str]:
     sys.path.insert(0, str(ROOT / "tests"))
     sys.path.insert(0, str(ROOT / "book"))
@@ -82,7 +105,7 @@ def check(name: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["dump", "load", "check"])
+    parser.add_argument("command", choices=["dump", "load", "apply", "check"])
     parser.add_argument("name", help="catalogue, e.g. chapters/06_masking")
     parser.add_argument("file", nargs="?")
     parser.add_argument("--all", action="store_true")
@@ -93,6 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "load":
         items = json.loads(Path(args.file).read_text(encoding="utf8"))
         print(f"filled {load(args.name, items)} messages")
+    elif args.command == "apply":
+        table = json.loads(Path(args.file).read_text(encoding="utf8"))
+        filled, unknown = apply(args.name, table)
+        print(f"filled {filled} messages; {len(unknown)} not in the catalogue")
+        for msgid in unknown:
+            print(f"  not found: {msgid[:70]!r}")
     else:
         problems = check(args.name)
         print("\n".join(problems) or "ok")

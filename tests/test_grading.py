@@ -31,8 +31,17 @@ def _cells(path: Path) -> list[nbformat.NotebookNode]:
 
 
 def _solution_cells() -> list[str]:
+    """The cells tagged solution that define the answer (a function or class); a
+    check that runs on an answer is tagged solution too, so that the student edition
+    leaves it out, but it is not an answer."""
     return [
-        c.source for c in _cells(CHAPTER) if "solution" in c.metadata.get("tags", [])
+        c.source
+        for c in _cells(CHAPTER)
+        if "solution" in c.metadata.get("tags", [])
+        and any(
+            isinstance(n, (ast.FunctionDef, ast.ClassDef))
+            for n in ast.parse(c.source).body
+        )
     ]
 
 

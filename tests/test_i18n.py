@@ -324,6 +324,8 @@ class _Text(HTMLParser):
             tag in ("pre", "code", "script", "style", "svg", "math", "mjx-container")
             or bool(classes & self.SKIP_CLASSES)
             or any(c.startswith("cell_output") for c in classes)
+            # text the page itself marks as English (the glossary's English terms)
+            or (tag != "html" and (attrs.get("lang") or "").startswith("en"))
         )
         if tag in ("br", "img", "meta", "link", "input", "hr", "col"):
             return
@@ -348,13 +350,19 @@ class _Text(HTMLParser):
             self._buf[-1].append(data)
 
 
+# The theme's launch menu names a service and file types; names, not words
+NAMES = {"Colab", ".ipynb", ".pdf", ".md"}
+
+
 def english_only_blocks(html: str) -> list[str]:
     parser = _Text()
     parser.feed(html)
     return [
         f"<{tag}> {text[:80]}"
         for tag, text in parser.blocks
-        if re.search(r"[A-Za-z]{3,}", text) and not CJK.search(text)
+        if re.search(r"[A-Za-z]{3,}", text)
+        and not CJK.search(text)
+        and text not in NAMES
     ]
 
 
@@ -362,9 +370,14 @@ def test_the_english_only_check_can_fail():
     html = (
         "<main><p>これは日本語 with English</p><p>Only English here</p>"
         "<div class='highlight'><pre>code only</pre></div>"
-        "<p><code>print()</code></p><li>x = 1</li></main>"
+        "<p><code>print()</code></p><li>x = 1</li>"
+        '<table><tr><td><p lang="en">self-attention</p></td></tr></table>'
+        "<li>Colab</li><li>Colab notebooks</li></main>"
     )
-    assert english_only_blocks(html) == ["<p> Only English here"]
+    assert english_only_blocks(html) == [
+        "<p> Only English here",
+        "<li> Colab notebooks",
+    ]
 
 
 @book
@@ -397,9 +410,12 @@ def test_each_page_links_to_its_other_edition(book, page):
 
 
 def _counts(html: str) -> dict:
-    glued = sorted(re.findall(r'class="pasted-text">([^<]*)<', html))
+    glued = re.findall(r'class="pasted-text">([^<]*)<', html)
     return {
-        "glued": glued,
+        # the same numbers; glued words ("higher") have their Japanese twins
+        # (a key's __ja glue), so only how many there are is compared
+        "glued": sorted(g for g in glued if re.search(r"\d", g)),
+        "glued words": sum(1 for g in glued if not re.search(r"\d", g)),
         "plotly": html.count('class="plotly-graph-div'),
         "images": len(re.findall(r"<img\b", re.split(r"<main", html, maxsplit=1)[-1])),
         "math": len(re.findall(r'class="math[ "]', html)),
@@ -422,6 +438,34 @@ def test_japanese_page_shows_what_the_english_page_shows(book, page):
 def test_japanese_page_has_no_english_only_text(book, page):
     found = english_only_blocks((JA_DIR / f"{page}.html").read_text(encoding="utf8"))
     assert not found, f"ja/{page}: {len(found)} English-only blocks: {found[:10]}"
+
+
+@book
+def test_figures_catalogue_holds_exactly_the_built_figures_strings(book):
+    """figures.po's msgids are the strings of the English build's figures and widgets
+    (and of the figures' generated descriptions): a figure whose words changed fails
+    until `make translations` has carried them and they are translated."""
+    built = {text for text, _ in i18n.figure_template(HTML_DIR)}
+    held = {m.id for m in catalogues()[i18n.FIGURES_DOMAIN] if m.id}
+    assert built == held, {
+        "new (run make translations)": sorted(built - held)[:10],
+        "gone": sorted(held - built)[:10],
+    }
+
+
+@book
+@pytest.mark.parametrize("page", [p for p in PAGES if p.startswith("chapters/")])
+def test_japanese_figures_hold_no_english_label(book, page):
+    """Every figure and widget string of a Japanese page is the translation (data
+    such as tokens and model outputs translate to themselves)."""
+
+    def shape(text: str) -> str:  # numbers and placeholders alike, in any order
+        return re.sub(r"\{\d+\}", "{}", editions.to_pattern(text)[0])
+
+    translations = {shape(v) for v in editions.figures_table().values()}
+    html = (JA_DIR / f"{page}.html").read_text(encoding="utf8")
+    left = [s for s in editions.figure_strings(html) if shape(s) not in translations]
+    assert not left, f"ja/{page}: {len(left)} figure strings not translated: {left[:8]}"
 
 
 @book
