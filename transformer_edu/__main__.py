@@ -34,8 +34,8 @@ def _err(message: str) -> None:
 def cmd_train(args: argparse.Namespace) -> int:
     if args.corpus == "tatoeba":
         return _train_tatoeba(args)
-    if args.minutes is not None or args.max_steps is not None:
-        raise ValueError("--minutes and --max-steps are for --corpus tatoeba")
+    if args.minutes is not None or args.max_steps is not None or args.set:
+        raise ValueError("--minutes, --max-steps and --set are for --corpus tatoeba")
     path = Path(args.checkpoint) if args.checkpoint else default_checkpoint_path()
     overrides = {} if args.epochs is None else {"epochs": args.epochs}
     _, _, _, hist = train_and_save_toy_model(
@@ -79,6 +79,8 @@ def _train_tatoeba(args: argparse.Namespace) -> int:
             raise ValueError(f"--minutes {args.minutes} must be positive")
         cfg.minutes = args.minutes
     cfg.max_steps = args.max_steps
+    for assignment in args.set or []:
+        cfg.set(assignment)
     path = (
         Path(args.checkpoint) if args.checkpoint else default_tatoeba_checkpoint_path()
     )
@@ -325,6 +327,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--max-steps", type=int, help="stop after this many steps (tatoeba)")
     t.add_argument("--device", help="cpu or cuda (default: cuda if available)")
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--set", action="append", metavar="NAME=VALUE",
+                   help="tatoeba: a TatoebaTrainConfig field (max_tokens=3000), or "
+                   "model.FIELD for a model size (model.d_model=384); repeatable")  # fmt: skip
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.set_defaults(func=cmd_train)
 

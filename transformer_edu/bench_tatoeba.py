@@ -96,7 +96,7 @@ def tatoeba_train_step(
     """``train_tatoeba``'s optimizer and step (``train_step``) for any model, e.g. its
     ``nn.Transformer`` twin. ``net`` is the DDP wrapper, if any. Returns the loss."""
     cfg = cfg or TatoebaTrainConfig()
-    net = net or model
+    net = model if net is None else net
     opt, sched = make_optimizer(model, d_model, cfg)
 
     def step(b: TokenBatch) -> float:
@@ -209,6 +209,123 @@ def run_tatoeba(
     return {"tokens": total, "ours_s": t_ours, "torch_s": t_theirs,
             "ours_tokens_per_s": total / t_ours, "torch_tokens_per_s": total / t_theirs,
             "time_ratio": ratio, "median_batch_ratio": per_batch}  # fmt: skip
+
+
+# --- the training recipe, change by change ---------------------------------------------
+
+# Each recipe adds one change to the one before it; "before" is the recipe the first
+# shipped model was trained with (dropout in all four places, Adam's default kernel,
+# float32). Model overrides go to build_tatoeba_model, the rest to TatoebaTrainConfig.
+RECIPES: dict[str, tuple[dict, dict]] = {
+    "before": (
+        dict(attention_dropout=None, activation_dropout=None, fast=True),
+        dict(fused_adam=False, autocast=None),
+    ),
+    "+ paper's dropout": (dict(fast=True), dict(fused_adam=False, autocast=None)),
+    "+ fused Adam": (dict(fast=True), dict(autocast=None)),
+    "+ bf16 autocast": (dict(fast=True), {}),
+    "+ written-out attention": ({}, {}),  # the shipped recipe
+    "+ torch.compile": ({}, dict(compile=True)),  # measured, not kept
+}
+
+
+def recipe_step(
+    name: str, cfg: TatoebaBenchConfig, device: torch.device
+) -> tuple[nn.Module, Callable[[TokenBatch], float]]:
+    """A fresh model (the bench's seed) and train_tatoeba's step under recipe ``name``."""
+    model_over, train_over = RECIPES[name]
+    model = build_tatoeba_model(
+        default_tokenizer(), cfg.seed, **{**cfg.model, **model_over}
+    ).to(device)
+    train_cfg = TatoebaTrainConfig(**train_over)
+    net = torch.compile(model, dynamic=True) if train_cfg.compile else model
+    model.train()
+    return model, tatoeba_train_step(model, model.config.d_model, train_cfg, net=net)
+
+
+def run_recipes(
+    cfg: TatoebaBenchConfig,
+    names: list[str] | None = None,
+    print_fn: Callable[[str], None] = print,
+) -> dict[str, dict[str, float]]:
+    """Training tokens/s of each recipe on the same real batches, taken in turn (the
+    order rotates batch by batch, so drift in the machine's load hits all alike); the
+    ratios are to "before". The warm-up steps (compilation included) are timed apart."""
+    names = names or list(RECIPES)
+    device = torch.device(cfg.device)
+    batches, tokens = _batches(cfg, device)
+    steps, warm = {}, {}
+    for name in names:
+        _, steps[name] = recipe_step(name, cfg, device)
+        start = time.perf_counter()
+        for b in batches[: cfg.warmup_steps]:
+            steps[name](b)
+        warm[name] = time.perf_counter() - start
+    timed, total = batches[cfg.warmup_steps :], sum(tokens[cfg.warmup_steps :])
+    times: dict[str, list[float]] = {name: [] for name in names}
+    losses: dict[str, list[float]] = {name: [] for name in names}
+    for i, b in enumerate(timed):
+        order = names[i % len(names) :] + names[: i % len(names)]
+        for name in order:
+            start = time.perf_counter()
+            losses[name].append(steps[name](b))
+            times[name].append(time.perf_counter() - start)
+    base = sum(times[names[0]])
+    print_fn(
+        f"torch {torch.__version__}, {_threads(torch.get_num_threads())}, {device}; "
+        f"{len(timed)} real Tatoeba batches (max_tokens {cfg.max_tokens:,}; "
+        f"{total:,} source + target tokens) per recipe, taken in turn after "
+        f"{cfg.warmup_steps} warm-up step(s)"
+    )
+    out = {}
+    for name in names:
+        t = sum(times[name])
+        out[name] = {"tokens_per_s": total / t, "seconds": t, "warmup_s": warm[name],
+                     "speedup": base / t, "last_loss": losses[name][-1]}  # fmt: skip
+        print_fn(
+            f"{name:20} {total / t:8,.0f} tokens/s  x{base / t:.2f} of "
+            f"{names[0]!r}  (warm-up {warm[name]:.1f} s; last loss "
+            f"{losses[name][-1]:.3f})"
+        )
+    return out
+
+
+def loss_curves(
+    cfg: TatoebaBenchConfig,
+    names: list[str],
+    window: int = 50,
+    print_fn: Callable[[str], None] = print,
+) -> dict[str, list[float]]:
+    """Train each recipe ``cfg.steps`` steps on the same batches (the epoch's shuffled
+    order, in turn) from the same initial weights; print the mean training loss per
+    ``window`` steps of each, and its largest gap to the first recipe's. A faster
+    recipe that computes in lower precision must learn as the float32 one does."""
+    device = torch.device(cfg.device)
+    data, index = _batch_index(
+        TatoebaBenchConfig(**{**asdict(cfg), "warmup_steps": 0}), 0, 1
+    )
+    steps = {name: recipe_step(name, cfg, device)[1] for name in names}
+    losses: dict[str, list[float]] = {name: [] for name in names}
+    for idx in index:
+        b = make_token_batch(data, idx).to(device)
+        for name in names:
+            losses[name].append(steps[name](b))
+    n = len(index) // window
+    means = {k: [statistics.fmean(v[i * window : (i + 1) * window]) for i in range(n)]
+             for k, v in losses.items()}  # fmt: skip
+    print_fn(
+        f"training loss (label-smoothed, per target token), mean of each {window} "
+        f"steps, {len(index)} steps of max_tokens {cfg.max_tokens:,}, same batches:"
+    )
+    print_fn("steps      " + "".join(f"{k:>22}" for k in names))
+    for i in range(n):
+        row = "".join(f"{means[k][i]:22.3f}" for k in names)
+        print_fn(f"{i * window + 1:4}-{(i + 1) * window:<5}{row}")
+    base = means[names[0]]
+    for k in names[1:]:
+        gap = max(abs(a - b) for a, b in zip(means[k], base, strict=True))
+        print_fn(f"largest gap of {k!r} to {names[0]!r}: {gap:.3f}")
+    return losses
 
 
 # --- DDP scaling ---------------------------------------------------------------------

@@ -34,6 +34,7 @@ from tqdm.auto import tqdm
 from .data import Vocab
 from .decoding import greedy_decode
 from .metrics import Score, bleu, chrf
+from .config import TransformerConfig
 from .model import Transformer, make_model
 from .tatoeba import (
     MAX_JA_CHARS,
@@ -58,10 +59,16 @@ VERSION = 1
 # embeddings and the generator; 4 encoder and 2 decoder layers (the decoder costs more
 # per layer and a shallow one loses little); pre-LN, which tolerates the high learning
 # rate a short run needs.
+# Dropout only where the paper puts it (§5.4: sub-layer outputs, embeddings + PE), not
+# also on the attention weights and the FFN's hidden ReLU as nn.Transformer does:
+# the same regulariser where it matters, and fewer random numbers per step.
+# fast=False: attention written out (matmul, softmax, matmul), which under bf16
+# autocast on the CPU trains faster on these short sentences than PyTorch's fused
+# kernel, whose backward took a fifth of a step (bench --tatoeba --recipes).
 TATOEBA_MODEL = dict(
     d_model=256, n_heads=4, d_ff=1024, n_encoder_layers=4, n_decoder_layers=2,
-    dropout=0.1, max_len=128, norm_first=True, share_embeddings=True,
-    tie_generator=True,
+    dropout=0.1, attention_dropout=0.0, activation_dropout=0.0, max_len=128,
+    norm_first=True, share_embeddings=True, tie_generator=True, fast=False,
 )  # fmt: skip
 
 
@@ -83,6 +90,51 @@ class TatoebaTrainConfig:
     # as that many torchrun ranks do together (tests compare one process with DDP)
     seed: int = 0
     device: str | None = None
+    # how a step runs (the same update, faster; bench --tatoeba --recipes measures each)
+    fused_adam: bool = True  # Adam's update in one fused kernel (CPU and CUDA)
+    autocast: str | None = "bf16"  # "bf16": forward under torch.autocast in bfloat16
+    # (matmuls in bf16: AVX-512 BF16 / AMX on CPU, tensor cores on CUDA); the weights,
+    # Adam's state, the residual stream, LayerNorm, softmax and the loss stay float32.
+    # None: all float32
+    compile: bool = False  # torch.compile the model (dynamic shapes): measured slower
+    # here (bench --tatoeba --recipes), so off
+    model: dict = field(default_factory=dict)  # overrides of TATOEBA_MODEL's sizes
+
+    def __post_init__(self) -> None:
+        if self.autocast not in (None, "bf16"):
+            raise ValueError(f"autocast={self.autocast!r}; expected 'bf16' or None")
+        unknown = sorted(set(self.model) - set(TransformerConfig.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"model overrides {unknown} are not TransformerConfig fields")
+
+    def set(self, assignment: str) -> None:
+        """Apply ``"name=value"`` (``"model.name=value"`` for a model size), the value
+        read as Python literal (``"max_tokens=3000"``, ``"autocast=None"``)."""
+        import ast
+
+        name, sep, text = assignment.partition("=")
+        if not sep:
+            raise ValueError(f"--set {assignment!r}: expected name=value")
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            value = text  # a bare word: a string
+        if name.startswith("model."):
+            self.model = {**self.model, name.removeprefix("model."): value}
+        elif name in self.__dataclass_fields__ and name != "model":
+            setattr(self, name, value)
+        else:
+            raise ValueError(f"--set {name}: not a TatoebaTrainConfig field")
+        self.__post_init__()
+
+
+def autocast_context(device: torch.device, autocast: str | None):
+    """``torch.autocast`` in bfloat16 on ``device`` (a no-op context for None)."""
+    import contextlib
+
+    if autocast is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
 
 @dataclass
@@ -296,9 +348,9 @@ def init_distributed(device: torch.device) -> bool:
 def make_optimizer(
     model: torch.nn.Module, d_model: int, cfg: TatoebaTrainConfig
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
-    """Adam (β 0.9/0.98, ε 1e-9) with the paper's warm-up schedule, as §5.3."""
-    # not fused: the shipped model was trained with the default Adam kernel
-    opt = paper_adam(model.parameters(), fused=False)
+    """Adam (β 0.9/0.98, ε 1e-9) with the paper's warm-up schedule, as §5.3;
+    PyTorch's fused kernel when ``cfg.fused_adam``."""
+    opt = paper_adam(model.parameters(), fused=cfg.fused_adam)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: noam_lr(s + 1, d_model, cfg.warmup, cfg.lr_factor)
     )
@@ -325,9 +377,11 @@ def train_step(
     if world > 1:
         dist.all_reduce(counts)  # global target tokens and tokens seen
     ntok = counts[0]
-    logits = net(b.src, b.tgt_in)
+    with autocast_context(b.src.device, cfg.autocast):
+        logits = net(b.src, b.tgt_in)
+    # the loss in float32 whatever the forward's dtype (log-softmax over 8,000 pieces)
     loss_sum = F.cross_entropy(
-        logits.flatten(0, 1), b.tgt_out.flatten(), ignore_index=Vocab.PAD,
+        logits.float().flatten(0, 1), b.tgt_out.flatten(), ignore_index=Vocab.PAD,
         label_smoothing=cfg.label_smoothing, reduction="sum",
     )  # fmt: skip
     # DDP averages gradients over ranks: scale so the result is the gradient
@@ -373,7 +427,7 @@ def train_tatoeba(
         device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
     init_distributed(device)
     rank, world = _dist_info()
-    model = model or build_tatoeba_model(tok, cfg.seed)
+    model = model or build_tatoeba_model(tok, cfg.seed, **cfg.model)
     model.to(device)
     train_pairs = train_pairs if train_pairs is not None else load_tatoeba("train")
     dev_pairs = dev_pairs if dev_pairs is not None else load_tatoeba("dev")
@@ -384,10 +438,10 @@ def train_tatoeba(
         raise ValueError(f"batches_per_step={cfg.batches_per_step} must be at least 1")
     data = encode_pairs(train_pairs, tok)
     dev_data = encode_pairs(dev_pairs, tok)
-    net: torch.nn.Module = model
+    net: torch.nn.Module = torch.compile(model, dynamic=True) if cfg.compile else model
     if world > 1:
         net = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None
+            net, device_ids=[device.index] if device.type == "cuda" else None
         )
     opt, sched = make_optimizer(model, model.config.d_model, cfg)
     hist = TatoebaHistory(world_size=world, device=str(device))
