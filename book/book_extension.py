@@ -25,9 +25,12 @@
    ``_build/ipython``, via ``IPYTHONDIR``) whose startup file makes
    ``book/plotly_renderer.py`` plotly's renderer: HTML drawn with the plotly.js above.
    Nothing in ``transformer_edu`` knows about the book.
-3. The translator's model. ``python -m transformer_edu export-onnx`` runs at the start
-   of the build into ``_static/translator/`` (skipped when the checkpoint and the
-   exporter are unchanged); only the page with the translator widget fetches it.
+3. The translators' models. ``python -m transformer_edu export-onnx`` runs at the
+   start of the build into ``_static/translator/`` (the toy model, chapter 10) and
+   ``export-onnx --corpus tatoeba`` into ``_static/tatoeba/`` (the shipped model, int8,
+   with ``spm.js``; chapter 12), each skipped when its model and exporter are
+   unchanged; only the page with that translator fetches it (chapter 12's on first
+   use).
 4. Cache key. jupyter-cache re-runs a notebook only when its code cells change. This
    empties the cache when ``transformer_edu/``, ``requirements.txt`` or the plotly
    renderer change, so a
@@ -65,7 +68,9 @@ EMBED_AMD_JS = f"{VENDOR}/html-manager/embed-amd.js"
 CJK_FONT = f"{VENDOR}/fonts/ipaexg.ttf"
 ANYWIDGET_JS = f"{VENDOR}/anywidget/index.js"
 ORT_DIR = f"{VENDOR}/onnxruntime-web"
+ORT_FILES = ("ort.wasm.bundle.min.js", "ort-wasm-simd-threaded.wasm")  # the runtime
 TRANSLATOR_DIR = "translator"  # under _static: the exported ONNX graphs and JSON
+TATOEBA_DIR = "tatoeba"  # under _static: the Tatoeba model's int8 graphs, spm, JSON
 FIGURE_CONTROLS_JS = "figure_controls.js"  # under _static, from book/
 # Before require.js (500): plotly.js bundles built as UMD (2.x) register themselves
 # as an anonymous AMD module, not window.Plotly, when require.js is already there.
@@ -174,7 +179,7 @@ def export_translator(static_dir: Path) -> Path:
     """
     import torch
 
-    from transformer_edu import onnx_export
+    from transformer_edu.browser import onnx_export
     from transformer_edu.checkpoint import default_checkpoint_path, toy_model
 
     out = static_dir / TRANSLATOR_DIR
@@ -192,17 +197,60 @@ def export_translator(static_dir: Path) -> Path:
     return out
 
 
+def export_tatoeba_translator(static_dir: Path) -> Path:
+    """Export the shipped Tatoeba model (int8) for chapter 12's translator, with
+    spm.js beside it; the JSON gets the bytes the page fetches on first use (runtime
+    included), raw and gzip-compressed, so the page can say so. Skipped when a stamp
+    says the same model, tokenizer and exporter made the files there."""
+    import gzip
+
+    import torch
+
+    import transformer_edu.browser as browser
+    from transformer_edu.browser import onnx_export, spm_vocab
+    from transformer_edu.tatoeba import SPM_FILE, _corpus_bytes
+    from transformer_edu.tatoeba_train import shipped_model_path
+
+    out = static_dir / TATOEBA_DIR
+    spm_js = Path(browser.__file__).parent / "static" / "spm.js"
+    digest = hashlib.sha256(torch.__version__.encode())
+    for data in (shipped_model_path().read_bytes(), _corpus_bytes(SPM_FILE),
+                 Path(onnx_export.__file__).read_bytes(),
+                 Path(spm_vocab.__file__).read_bytes(), spm_js.read_bytes()):  # fmt: skip
+        digest.update(data)
+    stamp = out / ".stamp"
+    if stamp.exists() and stamp.read_text() == digest.hexdigest():
+        return out
+    paths = onnx_export.export_tatoeba(out)
+    shutil.copy2(spm_js, out / "spm.js")
+    runtime = [static_dir / ORT_DIR / f for f in ORT_FILES]
+    meta = json.loads(paths["meta"].read_text(encoding="utf8"))
+    meta["bytes"]["spm.js"] = (out / "spm.js").stat().st_size
+    meta["runtime_bytes"] = sum(f.stat().st_size for f in runtime)
+    fetched = [out / name for name in meta["bytes"]] + runtime
+    meta["gzip_bytes"] = {
+        f.name: len(gzip.compress(f.read_bytes(), compresslevel=6)) for f in fetched
+    }
+    paths["meta"].write_text(
+        json.dumps(meta, ensure_ascii=False, separators=(",", ":")), encoding="utf8"
+    )
+    stamp.write_text(digest.hexdigest())
+    return out
+
+
 def _builder_inited(app) -> None:
     if app.builder.format == "html":
         static = Path(app.outdir) / "_static"
         copy_assets(static)
         shutil.copy2(Path(__file__).with_name(FIGURE_CONTROLS_JS), static)
-        english = ROOT / "_build" / "html" / "_static" / TRANSLATOR_DIR
-        if os.environ.get(EDITION_ENV) and english.is_dir():
+        english = ROOT / "_build" / "html" / "_static"
+        if os.environ.get(EDITION_ENV) and (english / TRANSLATOR_DIR).is_dir():
             # the Japanese edition serves the graphs the English build exported
-            shutil.copytree(english, static / TRANSLATOR_DIR, dirs_exist_ok=True)
+            for folder in (TRANSLATOR_DIR, TATOEBA_DIR):
+                shutil.copytree(english / folder, static / folder, dirs_exist_ok=True)
         else:
             export_translator(static)
+            export_tatoeba_translator(static)
 
 
 # Plotly draws as soon as the page parses, maybe before the browser has fetched the

@@ -75,9 +75,9 @@ def browser_figures(html: Path, reps: int) -> None:
     import numpy as np
     from playwright.sync_api import sync_playwright
 
+    from transformer_edu.browser.translator_widget import trace_view
     from transformer_edu.checkpoint import toy_model
     from transformer_edu.data import load_corpus
-    from transformer_edu.translator_widget import trace_view
 
     model, sv, tv = toy_model(progress=False)
     sentence = sentence_of_length(model, sv, tv)
@@ -162,10 +162,10 @@ def python_figures() -> None:
     import onnxruntime as ort
     import torch
 
+    from transformer_edu.browser.onnx_export import export_onnx, greedy_onnx
     from transformer_edu.checkpoint import toy_model
     from transformer_edu.data import Vocab, load_corpus
     from transformer_edu.decoding import greedy_decode
-    from transformer_edu.onnx_export import export_onnx, greedy_onnx
 
     model, sv, tv = toy_model(progress=False)
     with tempfile.TemporaryDirectory() as tmp:

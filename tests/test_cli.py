@@ -120,3 +120,39 @@ def test_bench_toy_quick_compares_the_recipes_and_prints_the_ratio_last(capsys):
         "default", "previous"]  # fmt: skip
     assert lines[-1].startswith("toy training time ratio default/previous: ")
     assert float(lines[-1].split(": ")[1]) > 0
+
+
+def _tatoeba(*argv, stdin=None):
+    cmd = [sys.executable, "-m", "transformer_edu", "translate", "--corpus", "tatoeba",
+           *argv]  # fmt: skip
+    return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=600)
+
+
+def test_tatoeba_translates_a_text_sentence_by_sentence_and_names_bad_input():
+    """As a user runs it: a text longer than one sentence is split at 。！？, each
+    sentence translated; text that is not Japanese, or a sentence still too long, is
+    refused with one line on stderr and status 2."""
+    one = _tatoeba("私は太郎です。")
+    two = _tatoeba("今日は雨です。")
+    both = _tatoeba("私は太郎です。今日は雨です。")
+    assert one.returncode == two.returncode == both.returncode == 0, both.stderr
+    assert both.stdout == one.stdout.strip() + " " + two.stdout
+    # a paragraph over the 30 characters the model takes, in sentences it takes
+    long = "私は毎朝七時に起きます。それから朝ご飯を食べます！学校まで歩きますか？"
+    assert len(long) > 30
+    result = _tatoeba(long)
+    assert result.returncode == 0 and len(result.stdout.split(". ")) >= 2, result
+    for text, message in (
+        ("Hello world", "“Hello world” is not Japanese"),
+        ("🙂🙂", "has nothing to translate"),
+        ("。！", "has nothing to translate"),
+        ("私は" * 16, "a sentence has 32 characters"),
+    ):
+        bad = _tatoeba(text)
+        assert bad.returncode == 2 and bad.stdout == "", (text, bad.stdout)
+        assert bad.stderr.count("\n") == 1 and message in bad.stderr, bad.stderr
+    # stdin: one text a line, a bad line gives an empty line and a message
+    lines = _tatoeba(stdin="私は太郎です\nHello\n猫が好きです。OK!\n")
+    out = lines.stdout.splitlines()
+    assert lines.returncode == 2 and len(out) == 3 and out[1] == ""
+    assert out[2].endswith(" OK!") and "line 2:" in lines.stderr

@@ -1,5 +1,6 @@
-"""Tests for transformer_edu/onnx_export.py: onnxruntime on the exported graphs equals
-PyTorch on the whole held-out split, and the CLI's bad inputs."""
+"""Tests for transformer_edu/browser/onnx_export.py: onnxruntime on the exported graphs
+equals PyTorch on the whole held-out split (greedy and beam search), the Tatoeba
+model's int8 export, and the CLI's bad inputs."""
 
 from __future__ import annotations
 
@@ -9,15 +10,17 @@ import pytest
 import torch
 
 from transformer_edu.__main__ import main
-from transformer_edu.checkpoint import toy_model
-from transformer_edu.data import Vocab, load_corpus
-from transformer_edu.decoding import greedy_decode, translate
-from transformer_edu.onnx_export import (
+from transformer_edu.browser.onnx_export import (
     DECODER_FILE,
     ENCODER_FILE,
     META_FILE,
+    SPM_FILE,
+    beam_onnx,
     greedy_onnx,
 )
+from transformer_edu.checkpoint import toy_model
+from transformer_edu.data import Vocab, load_corpus
+from transformer_edu.decoding import beam_search, greedy_decode, translate
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -107,3 +110,56 @@ def test_export_cli_bad_inputs_exit_2_with_one_line(capsys, tmp_path):
         out, err = capsys.readouterr()
         assert code == 2 and out == "", argv
         assert err.count("\n") == 1 and message in err, err
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_beam_search_over_the_graphs_is_beam_search(exported, alpha):
+    """The loop the page runs (beam_onnx, as static/translator.js) gives
+    decoding.beam_search's hypotheses and scores on float32 graphs."""
+    _, enc, dec, meta = exported
+    model, sv, _ = toy_model(progress=False)
+    model = model.cpu().eval()
+    pairs = load_corpus("test")
+    for pair in pairs[:: max(1, len(pairs) // 40)]:
+        src_ids = sv.encode(pair.src)
+        want = beam_search(model, torch.tensor([src_ids]), 4, alpha=alpha, max_len=40)
+        got = beam_onnx(enc, dec, src_ids, meta, 4, alpha, max_len=40)
+        assert [ids for ids, _ in got] == [ids for ids, _ in want], pair.ja
+        torch.testing.assert_close(
+            torch.tensor([s for _, s in got]), torch.tensor([s for _, s in want]),
+            atol=1e-4, rtol=0,
+        )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tatoeba_exported(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tatoeba")
+    assert main(["export-onnx", "--corpus", "tatoeba", "--out", str(out)]) == 0
+    return out
+
+
+def test_the_tatoeba_model_exports_to_int8_graphs_that_translate(tatoeba_exported):
+    import onnx
+
+    from transformer_edu.tatoeba import default_tokenizer, load_tatoeba
+
+    out = tatoeba_exported
+    meta = json.loads((out / META_FILE).read_text(encoding="utf8"))
+    assert meta["kind"] == "tatoeba" and meta["int8"] and meta["spm"] == SPM_FILE
+    graphs = meta["bytes"][ENCODER_FILE] + meta["bytes"][DECODER_FILE]
+    assert graphs <= 13_000_000, graphs  # the issue's budget for both graphs
+    for name in (ENCODER_FILE, DECODER_FILE):
+        proto = onnx.load(str(out / name))
+        ops = {n.op_type for n in proto.graph.node}
+        assert "DynamicQuantizeLinear" in ops or "MatMulInteger" in ops, ops
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    enc = ort.InferenceSession(str(out / ENCODER_FILE), opts)
+    dec = ort.InferenceSession(str(out / DECODER_FILE), opts)
+    tok = default_tokenizer()
+    for pair in load_tatoeba("dev")[:5]:
+        ids = tok.encode(pair.ja)
+        got, _, _ = greedy_onnx(enc, dec, ids, meta, len(ids) + meta["extra_output"])
+        assert got[-1] == meta["eos_id"] and tok.decode(got).strip(), pair.ja
+        best = beam_onnx(enc, dec, ids, meta, 4, 0.6, len(ids) + meta["extra_output"])
+        assert best and best[0][0][-1] == meta["eos_id"]

@@ -163,53 +163,47 @@ def _load_tatoeba(args: argparse.Namespace):
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    """One sentence from the arguments, or one sentence a line from stdin (then one
-    translation a line on stdout; a bad line gives an empty line and a stderr message)."""
-    sentences = [" ".join(args.sentence).strip()] if args.sentence else None
-    if sentences == [""]:
+    """A text from the arguments, or one text a line from stdin (then one translation
+    a line on stdout; a bad line gives an empty line and a stderr message). Tatoeba:
+    a text of several sentences is split at 。！？ and each sentence translated."""
+    texts = [" ".join(args.sentence).strip()] if args.sentence else None
+    if texts == [""]:
         raise ValueError("the sentence is empty")
+    if texts is None:
+        texts = sys.stdin.read().splitlines()
+        if not texts:
+            raise ValueError("empty input: give a sentence, or sentences on stdin")
     if args.corpus == "tatoeba":
         if args.trace:
             raise ValueError("--trace is for the toy model")
-        from .tatoeba_train import check_sentence, translate_batch
+        from .tatoeba_train import translate_texts
 
         model, tok, _ = _load_tatoeba(args)
-
-        def translate_many(batch: list[str]) -> list[str]:
-            alpha = 0.6 if args.alpha is None else args.alpha  # the paper's
-            return translate_batch(model, tok, batch, args.beam, alpha)
-
-        check = check_sentence
+        alpha = 0.6 if args.alpha is None else args.alpha  # the paper's
+        results = translate_texts(model, tok, texts, args.beam, alpha)
     else:
         if args.alpha is not None:
             raise ValueError("--alpha is for --corpus tatoeba")
-        one = _toy_translator(args)
-
-        def translate_many(batch: list[str]) -> list[str]:
-            return [one(s) for s in batch]
-
-        def check(s: str) -> str:
-            s = s.strip()
-            if not s:
-                raise ValueError("the sentence is empty")
-            return s
-
-    if sentences is not None:  # from the command line: errors end the command
-        print(translate_many([check(sentences[0])])[0])
+        translate_one = _toy_translator(args)
+        results = []
+        for text in texts:
+            try:
+                if not text.strip():
+                    raise ValueError("the sentence is empty")
+                results.append((translate_one(text.strip()), None))
+            except ValueError as e:
+                results.append((None, str(e)))
+    if args.sentence:  # from the command line: an error ends the command
+        english, why = results[0]
+        if why:
+            raise ValueError(why)
+        print(english)
         return 0
-    lines = sys.stdin.read().splitlines()
-    if not lines:
-        raise ValueError("empty input: give a sentence, or sentences on stdin")
-    good: dict[int, str] = {}
-    for n, line in enumerate(lines):
-        try:
-            good[n] = check(line)
-        except ValueError as e:
-            _err(f"line {n + 1}: {e}")
-    outputs = dict(zip(good, translate_many(list(good.values())), strict=True))
-    for n in range(len(lines)):
-        print(outputs.get(n, ""))
-    return 0 if len(good) == len(lines) else 2
+    for n, (english, why) in enumerate(results):
+        if why:
+            _err(f"line {n + 1}: {why}")
+        print(english or "")
+    return 0 if all(why is None for _, why in results) else 2
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -289,14 +283,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_export_onnx(args: argparse.Namespace) -> int:
-    from .onnx_export import export_onnx
+    from .browser.onnx_export import export_onnx, export_tatoeba
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a folder")
-    model, sv, tv = _load(args)
+    if args.corpus == "tatoeba":
+        model, tok, _ = _load_tatoeba(args)
+        run = lambda: export_tatoeba(out, model.cpu(), tok, quantize=not args.fp32)  # noqa: E731
+    else:
+        if args.fp32:
+            raise ValueError("--fp32 is for --corpus tatoeba (the toy is float32)")
+        model, sv, tv = _load(args)
+        run = lambda: export_onnx(model.cpu(), sv, tv, out)  # noqa: E731
     try:
-        paths = export_onnx(model.cpu(), sv, tv, out)
+        paths = run()
     except OSError as e:  # a folder we may not write to
         raise ValueError(f"cannot write to {out}: {e.strerror or e}") from e
     for path in paths.values():
@@ -388,10 +389,15 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(func=cmd_bench)
 
     e = sub.add_parser(
-        "export-onnx", help="the toy model as ONNX graphs + JSON, for the browser"
+        "export-onnx", help="a model as ONNX graphs + JSON, for the browser"
     )
     e.add_argument("--out", default="translator", help="folder (default: translator)")
     e.add_argument("--checkpoint", **ckpt)
+    e.add_argument("--corpus", choices=CORPORA, default="toy",
+                   help="toy (float32) or tatoeba (the shipped model, int8)")  # fmt: skip
+    e.add_argument("--fp32", action="store_true",
+                   help="tatoeba: float32 weights (no quantisation)")  # fmt: skip
+    e.add_argument("--device", help=argparse.SUPPRESS)
     e.set_defaults(func=cmd_export_onnx)
 
     d = sub.add_parser("demo", help="translate the source articles' three sentences")

@@ -1,8 +1,10 @@
 """Turning a trained model into translations: greedy (with a step trace), beam search,
-and incremental decoding with a key/value cache."""
+and incremental decoding with a key/value cache; and the distribution a sampler draws
+from (temperature, top-k, top-p)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -192,6 +194,30 @@ def beam_search(
     finally:
         model.train(was_training)
     return sorted(finished, key=lambda h: -h[1])
+
+
+@torch.no_grad()
+def next_token_probs(
+    logits: Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0
+) -> Tensor:
+    """The distribution a sample is drawn from: softmax(logits / τ), keeping only the
+    ``top_k`` largest logits (0: all) and the most probable tokens whose mass first
+    reaches ``top_p`` (1: all) — Fan et al. (2018), Holtzman et al. (2020).
+
+    Shape: logits (n, V) -> probabilities (n, V).
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature={temperature} must be positive (0 is argmax)")
+    z = logits / temperature  # τ < 1 sharpens, τ > 1 flattens
+    if top_k:  # keep the k largest logits
+        kth = z.topk(min(top_k, z.size(-1)), dim=-1).values[:, -1:]  # (n, 1)
+        z = z.masked_fill(z < kth, -math.inf)
+    if top_p < 1.0:  # keep the most probable tokens until their mass reaches p
+        p, order = z.softmax(-1).sort(dim=-1, descending=True)  # (n, V) each
+        outside = p.cumsum(-1) - p >= top_p  # the tokens before already reach p
+        drop = torch.zeros_like(outside).scatter(-1, order, outside)  # (n, V)
+        z = z.masked_fill(drop, -math.inf)
+    return z.softmax(-1)
 
 
 @dataclass

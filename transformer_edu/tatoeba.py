@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import lzma
 import random
+import re
 import unicodedata
 from collections.abc import Iterator, Sequence
 from importlib import resources
@@ -36,6 +37,87 @@ CREDIT = "Tatoeba (https://tatoeba.org), CC-BY 2.0 FR"
 def normalise(text: str) -> str:
     """NFKC and single spaces, as the corpus was prepared (scripts/prepare_tatoeba.py)."""
     return " ".join(unicodedata.normalize("NFKC", text).split())
+
+
+# --- what a reader types: sentences, and what the model cannot take -------------------
+# browser/static/translator.js holds the same rules (tests/test_text_rules_js.py).
+
+# a sentence ends after 。 ! ? (！ and ？ are ! and ? after NFKC) or at a line break
+SENTENCE = re.compile(r"[^。!?]*[。!?]+|[^。!?]+")
+LINE_BREAKS = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+# kana and kanji: a sentence without one of them is not Japanese to this model
+JAPANESE = re.compile(
+    "[\u3005-\u3007\u3041-\u3096\u309d-\u309f\u30a1-\u30fa\u30fc-\u30ff"
+    "\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+    "\U00020000-\U0003134f]"
+)
+LATIN = re.compile("[A-Za-z]")
+
+
+def split_sentences(text: str) -> list[str]:
+    """The sentences of ``text``, each normalised: split at line breaks and after
+    。 ! ? (full-width ones included), the punctuation kept with its sentence."""
+    out = []
+    for line in LINE_BREAKS.split(text):
+        line = normalise(line)
+        out += [s.strip() for s in SENTENCE.findall(line) if s.strip()]
+    return out
+
+
+def sentence_problem(sentence: str) -> str | None:
+    """Why the model cannot translate this (normalised) sentence, or None.
+
+    Not Japanese (no kana or kanji): Latin text, or only punctuation, symbols and
+    emoji. Longer than the longest training sentence (``MAX_JA_CHARS``).
+    """
+    if not JAPANESE.search(sentence):
+        if LATIN.search(sentence):
+            return (
+                f"“{sentence}” is not Japanese: the model translates Japanese "
+                "(kana and kanji) into English"
+            )
+        return (
+            f"“{sentence}” has nothing to translate: no kana or kanji, only "
+            "punctuation, symbols or emoji"
+        )
+    if len(sentence) > MAX_JA_CHARS:
+        return (
+            f"a sentence has {len(sentence)} characters; the model was trained on "
+            f"sentences of at most {MAX_JA_CHARS} (split it at 。, ！ or ？)"
+        )
+    return None
+
+
+def check_sentence(sentence: str) -> str:
+    """The sentence NFKC-normalised as the corpus is (full-width digits and signs become
+    ASCII) and stripped; ValueError if empty, not Japanese or longer than the model
+    handles (``tatoeba.sentence_problem``)."""
+    s = normalise(sentence)
+    if not s:
+        raise ValueError("the sentence is empty")
+    problem = sentence_problem(s)
+    if problem:
+        raise ValueError(problem)
+    return s
+
+
+def plan_text(text: str) -> list[dict]:
+    """What a text becomes before translating: its sentences (``split_sentences``),
+    each ``{"source", "translate": bool, "error": str | None}``. A sentence without
+    kana or kanji among Japanese ones is kept as it is (a name, "OK!"); when no
+    sentence is Japanese, each says why; a sentence too long says so. ValueError for
+    an empty text. (browser/static/translator.js plans the same way.)"""
+    sentences = split_sentences(text)
+    if not sentences:
+        raise ValueError("the text is empty")
+    problems = [sentence_problem(s) for s in sentences]
+    any_japanese = any(JAPANESE.search(s) for s in sentences)
+    plan = []
+    for s, problem in zip(sentences, problems, strict=True):
+        keep = any_japanese and not JAPANESE.search(s)
+        plan.append({"source": s, "translate": problem is None,
+                     "error": None if keep else problem})  # fmt: skip
+    return plan
 
 
 class TatoebaPair(NamedTuple):

@@ -31,13 +31,12 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from .config import TransformerConfig
 from .data import Vocab
 from .decoding import greedy_decode
 from .metrics import Score, bleu, chrf
-from .config import TransformerConfig
 from .model import Transformer, make_model
 from .tatoeba import (
-    MAX_JA_CHARS,
     Encoded,
     SubwordTokenizer,
     TatoebaPair,
@@ -47,6 +46,7 @@ from .tatoeba import (
     load_tatoeba,
     make_token_batch,
     normalise,
+    plan_text,
     token_batches,
 )
 from .training import cooldown_factor, noam_lr, paper_adam, pick_device
@@ -105,7 +105,9 @@ class TatoebaTrainConfig:
             raise ValueError(f"autocast={self.autocast!r}; expected 'bf16' or None")
         unknown = sorted(set(self.model) - set(TransformerConfig.__dataclass_fields__))
         if unknown:
-            raise ValueError(f"model overrides {unknown} are not TransformerConfig fields")
+            raise ValueError(
+                f"model overrides {unknown} are not TransformerConfig fields"
+            )
 
     def set(self, assignment: str) -> None:
         """Apply ``"name=value"`` (``"model.name=value"`` for a model size), the value
@@ -247,18 +249,47 @@ def average_state_dicts(states: list[dict[str, torch.Tensor]]) -> dict:
 # --- translating and scoring -------------------------------------------------------
 
 
-def check_sentence(sentence: str) -> str:
-    """The sentence NFKC-normalised as the corpus is (full-width digits and signs become
-    ASCII) and stripped; ValueError if empty or longer than the model handles."""
-    s = normalise(sentence)
-    if not s:
-        raise ValueError("the sentence is empty")
-    if len(s) > MAX_JA_CHARS:
-        raise ValueError(
-            f"the sentence has {len(s)} characters; the Tatoeba model takes at most "
-            f"{MAX_JA_CHARS}"
-        )
-    return s
+def translate_texts(
+    model: Transformer,
+    tok: SubwordTokenizer,
+    texts: list[str],
+    beam: int = 1,
+    alpha: float = 0.6,
+) -> list[tuple[str | None, str | None]]:
+    """Texts of any length, their sentences translated in one batch (``plan_text``):
+    ``(english, None)`` for each text, or ``(None, why)`` for a text with a sentence
+    the model cannot take (or an empty one)."""
+    plans: list[list[dict] | str] = []
+    for text in texts:
+        try:
+            plan = plan_text(text)
+        except ValueError as e:
+            plans.append(str(e))
+            continue
+        bad = [p["error"] for p in plan if p["error"]]
+        plans.append(bad[0] if bad else plan)
+    todo = [p["source"] for plan in plans if isinstance(plan, list) for p in plan
+            if p["translate"]]  # fmt: skip
+    english = iter(translate_batch(model, tok, todo, beam, alpha))
+    out: list[tuple[str | None, str | None]] = []
+    for plan in plans:
+        if isinstance(plan, str):
+            out.append((None, plan))
+            continue
+        words = [next(english) if p["translate"] else p["source"] for p in plan]
+        out.append((" ".join(words), None))
+    return out
+
+
+def translate_text(
+    model: Transformer, tok: SubwordTokenizer, text: str, beam: int = 1,
+    alpha: float = 0.6,
+) -> str:  # fmt: skip
+    """One text of any length in English; ValueError saying why it cannot be."""
+    english, why = translate_texts(model, tok, [text], beam, alpha)[0]
+    if why:
+        raise ValueError(why)
+    return english
 
 
 @torch.no_grad()

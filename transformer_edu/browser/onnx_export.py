@@ -1,0 +1,361 @@
+"""Trained models as ONNX graphs, for onnxruntime in a web page or in Python.
+
+A translator is two graphs: an encoder (source ids -> memory and its padding mask) and
+a decoder step (K prefixes, memory, mask -> each prefix's next-token log-probabilities
+and the cross-attention of its newest position, every layer and head), plus a JSON
+file with what a page needs besides the weights. K is dynamic, so beam search sends
+its K hypotheses in one call. Greedy decoding and beam search over the graphs
+(``greedy_onnx``, ``beam_onnx``) are the loops the page runs in JavaScript
+(``static/decode.js``), written here once more for the tests: over float32 graphs they
+equal ``decoding.greedy_decode`` and ``decoding.beam_search``.
+
+- The toy model (chapter 10): ``export_onnx``, float32, its vocabularies and lexicon.
+- The shipped Tatoeba model (chapter 12): ``export_tatoeba``, weights quantised to int8
+  with onnxruntime's ``quantize_dynamic`` and the SentencePiece vocabulary for
+  ``static/spm.js``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import warnings
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from ..data import Vocab
+from ..decoding import length_penalty
+from ..model import Transformer
+
+ENCODER_FILE = "encoder.onnx"
+DECODER_FILE = "decoder_step.onnx"
+META_FILE = "translator.json"
+SPM_FILE = "spm.json"  # the Tatoeba model's SentencePiece vocabulary, for spm.js
+OPSET = 18  # onnxruntime-web 1.2x runs it on its WASM backend
+TOP_K = 5  # next-token candidates a trace shows (as translate(..., trace=True))
+MAX_OUTPUT = 40  # most tokens the toy appends (translate's max_len)
+EXTRA_OUTPUT = 50  # the Tatoeba model: at most source length + 50 (translate_batch)
+
+
+class EncoderGraph(nn.Module):
+    """The encoder as the graph sees it.
+
+    Shape: src (1, S) int64 -> memory (1, S, D), src_mask (1, 1, 1, S) bool
+    (True = may attend).
+    """
+
+    def __init__(self, model: Transformer):
+        super().__init__()
+        self.model = model
+
+    def forward(self, src: Tensor) -> tuple[Tensor, Tensor]:
+        return self.model.encode(src)
+
+
+class DecoderStep(nn.Module):
+    """One step for K prefixes at once: each whole prefix again (no cache), so the
+    graph has no state. The generator gets a weight of its own, a MatMul rather than
+    the tied Gemm that reads the embedding's table: every node reads a tensor of its
+    own when int8 quantisation rewrites them (onnxruntime 1.32 also quantises the
+    shared one correctly, measured; the copy costs no bytes in the int8 file).
+
+    Shape: tgt (K, t) int64, memory (K, S, D), src_mask (K, 1, 1, S)
+    -> log_probs (K, V), cross_attention (K, L, H, S) of the newest position.
+    """
+
+    def __init__(self, model: Transformer):
+        super().__init__()
+        self.model = model
+        proj = model.generator.proj
+        self.out_weight = nn.Parameter(proj.weight.detach().t().contiguous())  # (D, V)
+        self.out_bias = nn.Parameter(proj.bias.detach().clone())  # (V,)
+
+    def forward(
+        self, tgt: Tensor, memory: Tensor, src_mask: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        out = self.model.decode(tgt, memory, src_mask)  # (K, t, D)
+        logits = out[:, -1] @ self.out_weight + self.out_bias  # (K, V)
+        # the reference path kept each layer's weights (record_attention is on)
+        cross = [
+            m.attn_weights[:, :, -1] for m in self.model.attention_modules()["cross"]
+        ]
+        return logits.log_softmax(dim=-1), torch.stack(cross, dim=1)  # (K, L, H, S)
+
+
+def translator_meta(model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab) -> dict:
+    """What the toy's page needs besides the graphs: vocabularies, lexicon, limits."""
+    c = model.config
+    return {
+        "kind": "toy",
+        "src_itos": src_vocab.itos,
+        "tgt_itos": tgt_vocab.itos,
+        # translate() segments over the source vocabulary; so does the page
+        "lexicon": src_vocab.itos,
+        # sources longer than this are refused (None: no positional encoding, no limit)
+        "max_len": None if c.positional == "none" else c.max_len,
+        "max_output": MAX_OUTPUT,
+        **_common_meta(model),
+    }
+
+
+def _common_meta(model: Transformer) -> dict:
+    c = model.config
+    return {
+        "top_k": TOP_K,
+        "pad_id": Vocab.PAD,
+        "bos_id": Vocab.BOS,
+        "eos_id": Vocab.EOS,
+        "unk_id": Vocab.UNK,
+        "n_layers": c.n_decoder_layers,
+        "n_heads": c.n_heads,
+        "encoder": ENCODER_FILE,
+        "decoder": DECODER_FILE,
+    }
+
+
+def export_graphs(model: Transformer, out_dir: str | Path) -> dict[str, Path]:
+    """Write the encoder graph and the decoder-step graph into ``out_dir`` (float32).
+
+    Uses torch.onnx.export with dynamo=True (torch.export, then onnxscript); K, S and t
+    are dynamic. Returns the written paths by name: encoder, decoder.
+    """
+    if model.config.n_decoder_layers == 0:
+        raise ValueError(
+            "the model has no decoder layers: no cross-attention to export"
+        )
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    was_training, was_recording = model.training, model.recording_attention
+    model.eval()
+    # 1) the reference attention path, which keeps the weights the page draws
+    model.record_attention(True)
+    limit = model.config.max_len if model.config.positional != "none" else 512
+    K = torch.export.Dim("K", min=1, max=64)
+    S = torch.export.Dim("S", min=1, max=limit)
+    t = torch.export.Dim("t", min=1, max=limit)
+    device = next(model.parameters()).device
+    # 2) example inputs longer than 1: export specialises sizes of 0 and 1
+    src = torch.tensor([[4, 5, 6, 7]], device=device)  # (1, S)
+    tgt = torch.tensor([[Vocab.BOS, 4, 5], [Vocab.BOS, 6, 7]], device=device)  # (K, t)
+    # torch.onnx logs a line per torchvision operator it cannot register; none is used
+    onnx_log = logging.getLogger("torch.onnx")
+    log_level = onnx_log.level
+    onnx_log.setLevel(logging.ERROR)
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            # the recorded weights are plain attributes, not buffers; export says so
+            warnings.simplefilter("ignore")
+            memory, src_mask = model.encode(src)
+            memory, src_mask = memory.expand(2, -1, -1), src_mask.expand(2, -1, -1, -1)
+            graphs = {
+                "encoder": (
+                    ENCODER_FILE, EncoderGraph(model), (src,), ["src"],
+                    ["memory", "src_mask"], {"src": {1: S}},
+                ),
+                "decoder": (
+                    DECODER_FILE, DecoderStep(model), (tgt, memory, src_mask),
+                    ["tgt", "memory", "src_mask"], ["log_probs", "cross_attention"],
+                    {"tgt": {0: K, 1: t}, "memory": {0: K, 1: S},
+                     "src_mask": {0: K, 3: S}},
+                ),
+            }  # fmt: skip
+            paths = {}
+            for name, (file, module, args, inputs, outputs, dynamic) in graphs.items():
+                program = torch.onnx.export(
+                    module, args, dynamo=True, opset_version=OPSET,
+                    input_names=inputs, output_names=outputs,
+                    dynamic_shapes=dynamic, external_data=False, verbose=False,
+                )  # fmt: skip
+                paths[name] = out / file
+                program.save(str(paths[name]))
+                _drop_debug_metadata(paths[name])
+    finally:
+        onnx_log.setLevel(log_level)
+        model.record_attention(was_recording)
+        model.train(was_training)
+    return paths
+
+
+def _write_json(path: Path, data: dict) -> Path:
+    path.write_text(
+        json.dumps(data, ensure_ascii=False, separators=(",", ":")), encoding="utf8"
+    )
+    return path
+
+
+def export_onnx(
+    model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab, out_dir: str | Path
+) -> dict[str, Path]:
+    """The toy translator: both graphs (float32) and its JSON into ``out_dir``.
+    Returns the written paths by name: encoder, decoder, meta."""
+    paths = export_graphs(model, out_dir)
+    meta = translator_meta(model, src_vocab, tgt_vocab)
+    paths["meta"] = _write_json(Path(out_dir) / META_FILE, meta)
+    return paths
+
+
+def quantize_int8(path: Path) -> Path:
+    """Rewrite the graph at ``path`` with int8 weights (onnxruntime's
+    ``quantize_dynamic``: weights stored as int8 with a scale each, activations
+    quantised on the fly), in place."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    plain = path.with_suffix(".fp32.onnx")
+    path.replace(plain)
+    root_log = logging.getLogger()  # the quantiser advises pre-processing on root
+    level = root_log.level
+    root_log.setLevel(logging.ERROR)
+    try:
+        quantize_dynamic(str(plain), str(path), weight_type=QuantType.QInt8)
+    finally:
+        root_log.setLevel(level)
+        plain.unlink(missing_ok=True)
+    _drop_debug_metadata(path)
+    return path
+
+
+def tatoeba_meta(model: Transformer, spm_file: str = SPM_FILE) -> dict:
+    """What chapter 12's page needs besides the graphs and the vocabulary file."""
+    from ..tatoeba import MAX_JA_CHARS
+
+    c = model.config
+    return {
+        "kind": "tatoeba",
+        "spm": spm_file,
+        "max_chars": MAX_JA_CHARS,  # longest sentence the model was trained on
+        "max_len": c.max_len,  # positional encoding: most tokens on either side
+        "extra_output": EXTRA_OUTPUT,  # at most source length + this many tokens
+        **_common_meta(model),
+    }
+
+
+def export_tatoeba(
+    out_dir: str | Path,
+    model: Transformer | None = None,
+    tok=None,
+    quantize: bool = True,
+) -> dict[str, Path]:
+    """The Tatoeba translator (default: the shipped model): both graphs, int8 unless
+    ``quantize=False``, the SentencePiece vocabulary for spm.js and the JSON; with the
+    files' sizes in the JSON (the page says how much it will fetch).
+    Returns the written paths by name: encoder, decoder, spm, meta."""
+    from ..tatoeba_train import load_tatoeba_checkpoint
+    from .spm_vocab import spm_vocab
+
+    if model is None:
+        model, tok, _ = load_tatoeba_checkpoint()
+    out = Path(out_dir)
+    paths = export_graphs(model.cpu(), out)
+    if quantize:
+        for name in ("encoder", "decoder"):
+            quantize_int8(paths[name])
+    paths["spm"] = _write_json(out / SPM_FILE, spm_vocab(tok.model_proto))
+    meta = tatoeba_meta(model)
+    meta["int8"] = quantize
+    meta["bytes"] = {p.name: p.stat().st_size for p in paths.values()}
+    paths["meta"] = _write_json(out / META_FILE, meta)
+    return paths
+
+
+def _drop_debug_metadata(path: Path) -> None:
+    """Remove what the exporter notes per node for debugging (the torch op, a stack
+    trace with this machine's paths): a tenth of the file, and nothing runs on it."""
+    import onnx
+
+    model = onnx.load(str(path))
+    for node in model.graph.node:
+        del node.metadata_props[:]
+    for info in [*model.graph.value_info, *model.graph.input, *model.graph.output]:
+        del info.metadata_props[:]
+    onnx.save(model, str(path))
+
+
+# --- decoding over the graphs: the loops of static/decode.js ---------------------------
+
+
+def _step(decoder, ys: list[list[int]], memory, src_mask):
+    """log_probs (K, V) and cross-attention (K, L, H, S) of K prefixes."""
+    import numpy as np
+
+    k = len(ys)
+    feed = {
+        "tgt": np.array(ys, dtype=np.int64),
+        "memory": np.repeat(memory, k, axis=0),
+        "src_mask": np.repeat(src_mask, k, axis=0),
+    }
+    return decoder.run(None, feed)
+
+
+def greedy_onnx(
+    encoder, decoder, src_ids: list[int], meta: dict, max_output: int | None = None
+) -> tuple[list[int], list[Tensor], list[Tensor]]:
+    """Greedy decoding over two onnxruntime sessions (the loop the page runs).
+
+    Returns the output ids (EOS included), each step's log-probabilities (V,) and
+    cross-attention (L, H, S).
+    """
+    import numpy as np
+
+    limit = max_output if max_output is not None else meta["max_output"]
+    memory, src_mask = encoder.run(None, {"src": np.array([src_ids], dtype=np.int64)})
+    ys, steps_logp, steps_attn = [meta["bos_id"]], [], []
+    for _ in range(limit):
+        log_probs, cross = _step(decoder, [ys], memory, src_mask)
+        steps_logp.append(torch.from_numpy(log_probs[0]))
+        steps_attn.append(torch.from_numpy(cross[0]))
+        ys.append(int(log_probs[0].argmax()))
+        if ys[-1] == meta["eos_id"]:
+            break
+    return ys[1:], steps_logp, steps_attn
+
+
+def beam_onnx(
+    encoder,
+    decoder,
+    src_ids: list[int],
+    meta: dict,
+    beam_size: int = 4,
+    alpha: float = 0.0,
+    max_len: int = 50,
+) -> list[tuple[list[int], float]]:
+    """``decoding.beam_search`` over two onnxruntime sessions, step for step the same
+    rules (the loop the page runs): finished hypotheses (ids, EOS included) with their
+    length-penalised score, best first."""
+    import numpy as np
+
+    memory, src_mask = encoder.run(None, {"src": np.array([src_ids], dtype=np.int64)})
+    bos, eos = meta["bos_id"], meta["eos_id"]
+    ys, scores = [[bos]], [0.0]
+    finished: list[tuple[list[int], float]] = []
+    for _ in range(max_len):
+        logp = _step(decoder, ys, memory, src_mask)[0].astype(np.float32)  # (K, V)
+        total = (np.array(scores, dtype=np.float32)[:, None] + logp).ravel()
+        k = min(beam_size, total.size)
+        # the k best, best first; ties by index, as torch.topk on the CPU
+        idx = np.argsort(-total, kind="stable")[:k]
+        keep = []
+        for i in idx:
+            r, tok, s = int(i) // logp.shape[1], int(i) % logp.shape[1], float(total[i])
+            if tok == eos:
+                hyp = ys[r][1:] + [tok]
+                finished.append((hyp, s / length_penalty(len(hyp), alpha)))
+            else:
+                keep.append((r, tok, s))
+        if alpha == 0:
+            best_done = max((s for _, s in finished), default=-math.inf)
+            keep = [kp for kp in keep if kp[2] > best_done]
+        elif len(finished) >= beam_size:
+            break
+        if not keep:
+            break
+        ys = [ys[r] + [tok] for r, tok, _ in keep]
+        scores = [s for _, _, s in keep]
+    else:
+        finished += [
+            (y[1:], s / length_penalty(len(y) - 1, alpha))
+            for y, s in zip(ys, scores, strict=True)
+        ]
+    return sorted(finished, key=lambda h: -h[1])
