@@ -149,6 +149,15 @@ def tatoeba_graphs(book):
     return enc, dec, meta
 
 
+def _top_gap(got: dict[int, float], want: dict[int, float]) -> float:
+    """The largest probability difference between two top-5 lists: of the tokens in
+    both, and of a token in one only against the other's 5th (a tail swap)."""
+    gaps = [abs(got[i] - want[i]) for i in got.keys() & want.keys()]
+    gaps += [abs(got[i] - min(want.values())) for i in got.keys() - want.keys()]
+    gaps += [abs(want[i] - min(got.values())) for i in want.keys() - got.keys()]
+    return max(gaps)
+
+
 def _ort_steps(enc, dec, meta, src_ids, out_ids) -> list[tuple[list[int], list, list]]:
     """Each step of producing out_ids: (top-5 ids, their probabilities, attention)."""
     memory, src_mask = enc.run(None, {"src": np.array([src_ids], dtype=np.int64)})
@@ -183,7 +192,7 @@ def test_tatoeba_translator_in_the_browser_equals_onnxruntime(
                    if re.search(r"\.(onnx|wasm)$|spm\.(js|json)$|ort\.wasm", u)]  # fmt: skip
         if fetched or "MB" not in status:
             problems.append(f"before first use: fetched {fetched}, status {status!r}")
-        worst = 0.0
+        worst = dict.fromkeys(("top-5", "attention", "score"), 0.0)
         for n, pair in enumerate(sample):
             ids = tok.encode(pair.ja)
             limit = len(ids) + meta["extra_output"]
@@ -195,8 +204,9 @@ def test_tatoeba_translator_in_the_browser_equals_onnxruntime(
                 else:
                     hyps = beam_onnx(enc, dec, ids, meta, 4, 0.6, limit)
                     want = hyps[0][0]
-                    worst = max(worst, _diff([s for _, s in g["beams"]],
-                                             [s for _, s in hyps]))  # fmt: skip
+                    # the best hypothesis's score (rivals within a hair may reorder)
+                    worst["score"] = max(worst["score"],
+                                         abs(g["beams"][0][1] - hyps[0][1]))  # fmt: skip
                 if g.get("error") or g["pieces"] != tok.pieces(pair.ja):
                     problems.append(f"{pair.ja}: {g.get('error') or g['pieces']}")
                     continue
@@ -210,17 +220,19 @@ def test_tatoeba_translator_in_the_browser_equals_onnxruntime(
                 for gs, (top, probs, attn) in zip(
                     g["steps"], _ort_steps(enc, dec, meta, ids, want), strict=True
                 ):
-                    if gs["top_ids"] != top:  # two tail candidates may swap places
-                        problems.append(f"{pair.ja}: top-5 {gs['top_ids']} != {top}")
-                    worst = max(worst, _diff([p for _, p in gs["top"]], probs),
-                                _diff(gs["attn"], attn))  # fmt: skip
+                    worst["top-5"] = max(worst["top-5"], _top_gap(
+                        dict(zip(gs["top_ids"], [p for _, p in gs["top"]],
+                                 strict=True)), dict(zip(top, probs, strict=True))))  # fmt: skip
+                    worst["attention"] = max(
+                        worst["attention"], _diff(gs["attn"], attn)
+                    )
             if n == 0:
                 SCREENSHOTS.mkdir(parents=True, exist_ok=True)
                 tab.locator(sel).screenshot(
                     path=str(SCREENSHOTS / "tatoeba_translator_beam.png")
                 )
-        if worst >= 1e-4:
-            problems.append(f"probabilities, attention or scores differ by {worst:.2g}")
+        if max(worst.values()) >= 1e-4:
+            problems.append(f"largest differences {worst}")
         for text, message in [
             ("", "the text is empty"),
             ("Hello world", "“Hello world” is not Japanese"),
@@ -324,8 +336,18 @@ def test_sampler_in_the_browser_agrees_with_the_kernel(book, browser, served_boo
             problems.append("the runtime was fetched before a control moved")
         for s in settings:
             got = tab.evaluate(SAMPLE_JS, [s])
-            if s is first and got != state["initial"]:
-                problems.append(f"page {got} != kernel {state['initial']}")
+            if s is first:  # the kernel's view: the same words, probabilities to 1e-5
+                want = state["initial"]
+                same = {k: got[k] == want[k] for k in ("tokens", "unknown", "samples")}
+                same["next"] = [w for w, _ in got["next"]] == [
+                    w for w, _ in want["next"]
+                ]
+                if (
+                    not all(same.values())
+                    or _diff([p for _, p in got["next"]], [p for _, p in want["next"]])
+                    >= 1e-5
+                ):
+                    problems.append(f"page {got} != kernel {want}")
             if got["samples"] != python_view(s):
                 problems.append(f"{s}: page {got['samples']} != {python_view(s)}")
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)

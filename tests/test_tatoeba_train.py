@@ -242,3 +242,107 @@ def test_the_learning_rate_anneals_to_zero_over_the_last_part_of_the_budget(tok)
     _, hist = train_tatoeba(build_tatoeba_model(tok, seed=0, **TINY), cfg, tok, train,
                             [], progress=False, log=lambda s: None)  # fmt: skip
     assert hist.step_lr == pytest.approx(paper)
+
+
+# --- the recipe: where dropout acts, Adam's kernel, bf16 autocast, the GPU's settings ---
+
+
+def test_the_shipped_recipe_drops_out_only_where_the_paper_does():
+    from transformer_edu.attention import MultiHeadAttention
+    from transformer_edu.feed_forward import PositionwiseFeedForward
+
+    model = build_tatoeba_model(default_tokenizer())
+    attention = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    ffns = [m for m in model.modules() if isinstance(m, PositionwiseFeedForward)]
+    assert attention and all(m.dropout == 0.0 for m in attention)  # weights: none
+    assert ffns and all(m.dropout.p == 0.0 for m in ffns)  # the hidden ReLU: none
+    # sub-layer outputs and embeddings + PE: the paper's P_drop
+    others = [m.p for name, m in model.named_modules()
+              if isinstance(m, torch.nn.Dropout) and ".ffn." not in f".{name}."]  # fmt: skip
+    assert others and set(others) == {TATOEBA_MODEL["dropout"]} == {0.1}
+    assert (
+        not model.config.fast
+    )  # the written-out attention (bench --tatoeba --recipes)
+
+
+def test_the_recipe_uses_the_fused_adam_kernel_and_bf16_autocast():
+    from transformer_edu.tatoeba_train import make_optimizer
+
+    cfg = TatoebaTrainConfig()
+    assert cfg.fused_adam and cfg.autocast == "bf16" and not cfg.compile
+    model = build_tatoeba_model(default_tokenizer(), **TINY)
+    opt, _ = make_optimizer(model, TINY["d_model"], cfg)
+    assert opt.defaults["fused"] is True  # this torch has a fused CPU kernel
+    assert make_optimizer(model, 32, TatoebaTrainConfig(fused_adam=False))[0].defaults[
+        "fused"
+    ] in (None, False)
+    with pytest.raises(ValueError, match="autocast='fp16'"):
+        TatoebaTrainConfig(autocast="fp16")
+
+
+def test_a_bf16_autocast_step_gives_float32s_loss_within_a_tolerance():
+    """The same model, the same real batch, one training step each way: the loss
+    under bf16 autocast is float32's to within 1 %, and so is the next step's."""
+    import copy
+
+    from transformer_edu.tatoeba_train import make_optimizer, train_step
+
+    tok = default_tokenizer()
+    data = encode_pairs(load_tatoeba("dev")[:200], tok)
+    batches = [make_token_batch(data, idx) for idx in token_batches(data, 2000, seed=0)]
+    base = build_tatoeba_model(tok, seed=0, dropout=0.0, **TINY)
+    losses = {}
+    for autocast in (None, "bf16"):
+        model = copy.deepcopy(base).train()
+        cfg = TatoebaTrainConfig(autocast=autocast, warmup=10)
+        opt, sched = make_optimizer(model, TINY["d_model"], cfg)
+        losses[autocast] = [float(train_step(model, opt, sched, b, cfg)[0])
+                            for b in batches[:2]]  # fmt: skip
+    for a, b in zip(losses[None], losses["bf16"], strict=True):
+        assert abs(a - b) / a < 0.01, losses
+    # what stays float32: the weights and the loss
+    logits_dtype = {}
+    model = copy.deepcopy(base).eval()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        logits_dtype["forward"] = model(batches[0].src, batches[0].tgt_in).dtype
+    assert logits_dtype["forward"] == torch.bfloat16
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+
+
+def test_the_gpu_recipe_without_a_gpu():
+    """What --device cuda changes that a CPU can check: the batch size and schedule,
+    the dtype autocast uses on the device, TF32, and a batch moved to the device."""
+    from transformer_edu.tatoeba_train import (
+        CUDA_RECIPE,
+        autocast_context,
+        configure_backends,
+        recipe_for,
+    )
+
+    gpu, cpu = recipe_for("cuda", seed=3), recipe_for("cpu")
+    assert (gpu.max_tokens, gpu.warmup, gpu.lr_factor) == (50_000, 4000, 1.0)
+    assert {k: getattr(gpu, k) for k in CUDA_RECIPE} == CUDA_RECIPE
+    assert gpu.device == "cuda" and gpu.seed == 3 and gpu.autocast == "bf16"
+    assert cpu == TatoebaTrainConfig(device="cpu")  # the CPU keeps the defaults
+    with pytest.warns(UserWarning) if not torch.cuda.is_available() else _nothing():
+        ctx = autocast_context(torch.device("cuda"), "bf16")
+    assert ctx.device == "cuda" and ctx.fast_dtype == torch.bfloat16
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        assert configure_backends(torch.device("cpu"))["tf32_matmul"] is False
+        assert configure_backends(torch.device("cuda")) == {
+            "tf32_matmul": True, "tf32_cudnn": True}  # fmt: skip
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+    data = encode_pairs(load_tatoeba("dev")[:20], default_tokenizer())
+    batch = make_token_batch(data, list(range(20))).to("meta")
+    assert {t.device.type for t in batch if isinstance(t, torch.Tensor)} == {"meta"}
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False

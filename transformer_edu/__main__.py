@@ -63,9 +63,9 @@ def _train_tatoeba(args: argparse.Namespace) -> int:
     import platform
 
     from .tatoeba_train import (
-        TatoebaTrainConfig,
         _dist_info,
         default_tatoeba_checkpoint_path,
+        recipe_for,
         save_tatoeba_checkpoint,
         tokens_per_second,
         train_tatoeba,
@@ -73,7 +73,10 @@ def _train_tatoeba(args: argparse.Namespace) -> int:
 
     if args.epochs is not None:
         raise ValueError("--epochs is for the toy corpus; Tatoeba trains by --minutes")
-    cfg = TatoebaTrainConfig(seed=args.seed, device=args.device)
+    from .training import pick_device
+
+    # the device's recipe: on a GPU the paper's batch and warm-up (CUDA_RECIPE)
+    cfg = recipe_for(pick_device(args.device), seed=args.seed)
     if args.minutes is not None:
         if args.minutes <= 0:
             raise ValueError(f"--minutes {args.minutes} must be positive")
