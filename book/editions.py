@@ -87,11 +87,18 @@ def _worth_translating(s: str) -> bool:
     return bool(WORDS.search(re.sub(r"<[^>]+>|%\{[^}]*\}|\$[^$]*\$", " ", s)))
 
 
+# a dict with one of these keys is a frame, a slider step or a menu button: its
+# "name" is an identifier that steps and buttons refer to, not text to translate
+NAMED_BY_ID = {"args", "method", "data", "traces", "group", "baseframe"}
+
+
 def _walk_plotly(obj, out: list, translate=None, key: str | None = None):
     """Collect (or, with ``translate``, replace) the readable strings of plotly JSON."""
     if isinstance(obj, dict):
         for k, v in obj.items():
             if k in PLOTLY_DATA_KEYS:
+                continue
+            if k == "name" and obj.keys() & NAMED_BY_ID:
                 continue
             if isinstance(v, str):
                 if k in PLOTLY_TEXT_KEYS and _worth_translating(v):

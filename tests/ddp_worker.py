@@ -36,8 +36,9 @@ def pairs():
 
 
 def config(**overrides) -> tt.TatoebaTrainConfig:
+    # float32 (no bf16 autocast): two ranks must give one process's losses exactly
     fields = dict(max_tokens=300, max_steps=STEPS, warmup=10, lr_factor=1.0,
-                  eval_minutes=100, device="cpu")  # fmt: skip
+                  eval_minutes=100, device="cpu", autocast=None)  # fmt: skip
     return tt.TatoebaTrainConfig(**{**fields, **overrides})
 
 

@@ -312,7 +312,7 @@ def test_a_bf16_autocast_step_gives_float32s_loss_within_a_tolerance():
 def test_the_gpu_recipe_without_a_gpu():
     """What --device cuda changes that a CPU can check: the batch size and schedule,
     the dtype autocast uses on the device, TF32, and a batch moved to the device."""
-    from transformer_edu.tatoeba_train import (
+    from transformer_edu.tatoeba_recipe import (
         CUDA_RECIPE,
         autocast_context,
         configure_backends,

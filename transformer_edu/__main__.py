@@ -65,7 +65,6 @@ def _train_tatoeba(args: argparse.Namespace) -> int:
     from .tatoeba_train import (
         _dist_info,
         default_tatoeba_checkpoint_path,
-        recipe_for,
         save_tatoeba_checkpoint,
         tokens_per_second,
         train_tatoeba,
@@ -73,6 +72,7 @@ def _train_tatoeba(args: argparse.Namespace) -> int:
 
     if args.epochs is not None:
         raise ValueError("--epochs is for the toy corpus; Tatoeba trains by --minutes")
+    from .tatoeba_recipe import recipe_for
     from .training import pick_device
 
     # the device's recipe: on a GPU the paper's batch and warm-up (CUDA_RECIPE)
