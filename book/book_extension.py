@@ -25,8 +25,9 @@
    ``_build/ipython``, via ``IPYTHONDIR``) whose startup file makes
    ``book/plotly_renderer.py`` plotly's renderer: HTML drawn with the plotly.js above.
    Nothing in ``transformer_edu`` knows about the book.
-3. The translators' models. ``python -m transformer_edu export-onnx`` runs at the
-   start of the build into ``_static/translator/`` (the toy model, chapter 10) and
+3. The translators' models. ``python -m transformer_edu export-onnx`` runs once the
+   notebooks have run into ``_static/translator/`` (the toy model that chapter 9
+   trained and chapter 10 shows) and, at the start of the build,
    ``export-onnx --corpus tatoeba`` into ``_static/tatoeba/`` (the shipped model, int8,
    with ``spm.js``; chapter 12), each skipped when its model and exporter are
    unchanged; only the page with that translator fetches it (chapter 12's on first
@@ -249,8 +250,15 @@ def _builder_inited(app) -> None:
             for folder in (TRANSLATOR_DIR, TATOEBA_DIR):
                 shutil.copytree(english / folder, static / folder, dirs_exist_ok=True)
         else:
-            export_translator(static)
             export_tatoeba_translator(static)
+
+
+def _env_updated(app, env) -> None:
+    """The toy translator's graphs, once every notebook has run: chapter 9 trains the
+    toy model and saves it where chapter 10 loads it, so the page's translator is the
+    model whose numbers chapter 10 shows."""
+    if app.builder.format == "html" and not os.environ.get(EDITION_ENV):
+        export_translator(Path(app.outdir) / "_static")
 
 
 # Plotly draws as soon as the page parses, maybe before the browser has fetched the
@@ -478,6 +486,7 @@ def setup(app):
     _accessible_html(app)
     app.connect("config-inited", _config_inited)
     app.connect("builder-inited", _builder_inited)
+    app.connect("env-updated", _env_updated)
     app.connect("html-page-context", _html_page_context)
     editions.setup(app)  # the language switcher; the Japanese pages' figures, Colab
     return {"parallel_read_safe": True, "parallel_write_safe": True}

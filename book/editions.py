@@ -92,10 +92,44 @@ def _worth_translating(s: str) -> bool:
 NAMED_BY_ID = {"args", "method", "data", "traces", "group", "baseframe"}
 
 
+def _walk_args(obj, out: list, translate=None) -> None:
+    """The readable strings in a slider step's or a menu button's ``args``: the
+    updates it applies, keyed by attribute paths ("title.text", "yaxis.title"), so
+    that going back to an entry restores the translated words, not the English."""
+    if isinstance(obj, list):
+        for v in obj:
+            _walk_args(v, out, translate)
+        return
+    if not isinstance(obj, dict):
+        return
+    for k, v in obj.items():
+        last = k.split(".")[-1]
+        if isinstance(v, str):
+            if last in PLOTLY_TEXT_KEYS and _worth_translating(v):
+                if translate is None:
+                    out.append(v)
+                else:
+                    obj[k] = translate(v)
+        elif isinstance(v, list) and last in PLOTLY_TEXT_KEYS and all(
+            isinstance(x, str) for x in v
+        ):  # restyle: one value per trace
+            for n, x in enumerate(v):
+                if _worth_translating(x):
+                    if translate is None:
+                        out.append(x)
+                    else:
+                        v[n] = translate(x)
+        elif isinstance(v, (dict, list)) and last not in PLOTLY_DATA_KEYS:
+            _walk_args(v, out, translate)  # {"title": {"text": ...}}
+
+
 def _walk_plotly(obj, out: list, translate=None, key: str | None = None):
     """Collect (or, with ``translate``, replace) the readable strings of plotly JSON."""
     if isinstance(obj, dict):
         for k, v in obj.items():
+            if k == "args":
+                _walk_args(v, out, translate)
+                continue
             if k in PLOTLY_DATA_KEYS:
                 continue
             if k == "name" and obj.keys() & NAMED_BY_ID:

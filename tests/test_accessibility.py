@@ -36,6 +36,7 @@ from test_book import (  # tests/ is on sys.path (pytest's rootdir-relative impo
     WIDGET_INPUTS,
     WIDGET_OUTPUT_JS,
     _widget_settled,
+    warm_widgets,
     widgets_drawn,
 )
 
@@ -60,7 +61,7 @@ AXE_RUN_JS = """async (blocking) => {
 
 # Every control a reader may use: a figure's keyboard control, a widget's input.
 CONTROLS_SELECTOR = ".tedu-figure .tedu-control, " + ", ".join(
-    f".widget-subarea .jupyter-widgets {s}" for s in WIDGET_INPUTS.split(", ")
+    f".widget-subarea .lm-Widget {s}" for s in WIDGET_INPUTS.split(", ")
 )
 CONTROLS_READY_JS = """() => [...document.querySelectorAll(".tedu-figure")]
   .every(f => f.dataset.teduControls === "ready")"""
@@ -202,6 +203,8 @@ def open_page(browser, path: Path, base: str | None = None):
             pass
     tab.evaluate(SETTLE_JS)
     widgets_drawn(tab, 10.0)
+    if base:
+        warm_widgets(tab)  # a model fetched on first use: used once first
     return tab
 
 
@@ -279,7 +282,7 @@ def _figure_by_keyboard(tab, c: int) -> list[str]:
 
 WIDGET_OF_JS = """(c) => {
   const areas = [...document.querySelectorAll(".widget-subarea")]
-    .filter(a => a.querySelector(".jupyter-widgets"));
+    .filter(a => a.querySelector(".lm-Widget"));
   const control = window.teduControls[c];
   const el = control;
   return {area: areas.findIndex(a => a.contains(control)),

@@ -146,3 +146,18 @@ def test_bench_ddp_quick_launches_one_and_two_ranks(capsys):
 def test_bench_bad_options_exit_2_with_one_line(capsys, argv, message):
     code, out, err = _run(capsys, "bench", *argv)
     assert code == 2 and message in err and err.count("\n") == 1, err
+
+
+def test_bench_tatoeba_recipes_quick_compares_each_change_with_the_first(capsys):
+    code, out, _ = _run(capsys, "bench", "--tatoeba", "--recipes", "--quick")
+    lines = out.strip().splitlines()
+    assert code == 0 and "real Tatoeba batches" in lines[0]
+    rows = [line.split("  ")[0].strip() for line in lines[1:]]
+    assert rows == ["before", "+ paper's dropout", "+ fused Adam", "+ bf16 autocast",
+                    "+ written-out attention"]  # fmt: skip
+    assert "x1.00 of 'before'" in lines[1] and all("tokens/s" in x for x in lines[1:])
+
+
+def test_bench_tatoeba_curves_quick_prints_each_recipes_loss(capsys):
+    code, out, _ = _run(capsys, "bench", "--tatoeba", "--curves", "4", "--quick")
+    assert code == 0 and "largest gap of '+ bf16 autocast'" in out

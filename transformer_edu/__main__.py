@@ -257,17 +257,36 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def _bench_tatoeba(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from .bench_tatoeba import TatoebaBenchConfig, run_ddp, run_tatoeba
+    from .bench_tatoeba import (
+        TatoebaBenchConfig,
+        loss_curves,
+        run_ddp,
+        run_recipes,
+        run_tatoeba,
+    )
 
     cfg = TatoebaBenchConfig.quick() if args.quick else TatoebaBenchConfig()
     if args.steps is not None:
         cfg = replace(cfg, steps=args.steps)
+    if (args.recipes or args.curves) and not args.tatoeba:
+        raise ValueError("--recipes and --curves go with --tatoeba")
     if args.tatoeba:
         if args.reps is not None or args.nproc is not None:
             raise ValueError(
                 "--reps and --nproc are for --ddp; --tatoeba takes --steps"
             )
-        run_tatoeba(replace(cfg, device=args.device or "cpu"))
+        cfg = replace(cfg, device=args.device or "cpu")
+        if args.recipes:  # --quick: not torch.compile (its compile takes a minute)
+            from .bench_tatoeba import RECIPES
+
+            run_recipes(
+                cfg, [n for n in RECIPES if not (args.quick and "compile" in n)]
+            )
+        elif args.curves:
+            names = ["+ fused Adam", "+ bf16 autocast", "+ written-out attention"]
+            loss_curves(replace(cfg, steps=args.curves), names)
+        else:
+            run_tatoeba(cfg)
         return 0
     if args.device not in (None, "cpu"):
         raise ValueError(f"--device {args.device}: --ddp runs on the CPU (gloo)")
@@ -388,6 +407,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--nproc", type=int, help="ranks compared with 1 (--ddp; default 2)")
     b.add_argument("--device", help="cpu or cuda (--tatoeba; default cpu)")
+    b.add_argument("--recipes", action="store_true",
+                   help="--tatoeba: tokens/s of the training recipe change by change "
+                        "(dropout places, fused Adam, bf16 autocast, written-out "
+                        "attention, torch.compile), side by side")  # fmt: skip
+    b.add_argument("--curves", type=int, metavar="STEPS",
+                   help="--tatoeba: training loss of float32 and the bf16 recipes over "
+                        "STEPS steps on the same batches")  # fmt: skip
     b.add_argument("--quick", action="store_true", help="tiny sizes (a smoke test)")
     b.set_defaults(func=cmd_bench)
 

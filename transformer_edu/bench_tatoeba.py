@@ -310,6 +310,7 @@ def loss_curves(
         b = make_token_batch(data, idx).to(device)
         for name in names:
             losses[name].append(steps[name](b))
+    window = max(1, min(window, len(index)))
     n = len(index) // window
     means = {k: [statistics.fmean(v[i * window : (i + 1) * window]) for i in range(n)]
              for k, v in losses.items()}  # fmt: skip

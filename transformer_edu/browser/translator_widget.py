@@ -198,7 +198,7 @@ def tatoeba_widget(model: Transformer | None = None, tok=None, text: str = "",
     examples = list(examples or [])
     widget = _widget_class()(kind="tatoeba", model_dir="tatoeba",
                              text=text or (examples[0] if examples else ""),
-                             examples=examples, alpha=0.6, max_beam=8,
+                             examples=examples, beam=4, alpha=0.6, max_beam=8,
                              lazy=True)  # fmt: skip
     _answer(widget, lambda t, beam, alpha: tatoeba_view(model, tok, t, beam, alpha))
     return widget

@@ -307,8 +307,10 @@ function render({ model, el }) {
     compute = kernelSampler(model);
     status.textContent = W.kernel;
   } else if (location.protocol === "file:") {
+    root.dataset.state = "unavailable";
     status.textContent = W.fileUrl;
   } else {
+    root.dataset.state = "idle";
     status.textContent = W.built;
     loading = () => {
       loading = null;
@@ -317,6 +319,7 @@ function render({ model, el }) {
         root.model = m;
         compute = (s) => view(m, s);
       }, (e) => {
+        root.dataset.state = "unavailable";
         status.textContent = W.failed(e.message || e);
       });
     };
@@ -324,8 +327,12 @@ function render({ model, el }) {
   let queue = Promise.resolve();
   const run = () => {
     queue = queue.then(async () => {
-      if (!compute && loading) await loading();
+      if (!compute && loading) {
+        root.dataset.state = "loading";
+        await loading();
+      }
       if (!compute) return;
+      root.dataset.state = "busy";
       const t0 = performance.now();
       const r = await compute(settings());
       root.result = r;
@@ -333,6 +340,7 @@ function render({ model, el }) {
       root.dataset.state = "done";
       if (bookUrl !== null) status.textContent = W.inBrowser((performance.now() - t0).toFixed(0));
     }).catch((e) => {
+      root.dataset.state = "error";
       status.textContent = W.failed(e.message || e);
     });
     return queue;
@@ -349,9 +357,11 @@ function render({ model, el }) {
   for (const c of [temperature, topP]) c.addEventListener("input", shown);
   for (const c of [temperature, topK, topP, seed]) c.addEventListener("change", run);
   prompt.addEventListener("change", run);
-  prompt.addEventListener("keydown", (e) => {
-    if (e.key === "Enter") run();
-  });
+  for (const c of [prompt, seed]) {
+    c.addEventListener("keydown", (e) => {
+      if (e.key === "Enter") run();
+    });
+  }
 }
 
 export default { render };
