@@ -53,12 +53,13 @@ translations: $(STAMP) $(NPM_STAMP)
 
 # Lint first (ruff check + format, as CI runs it), then in one pytest run: unit tests,
 # every chapter run by nbval, the student edition of chapter 11 run unsolved (its stubs
-# meet the checkers), the book build and the browser check. On both cores: two
+# meet the checkers), the book build and the browser checks. On both cores: two
 # pytest-xdist workers (each test module and each notebook kept to one worker); the
-# book tests come last, and the first starts the book build (tests/conftest.py).
-# Not --book-early (the build at once, beside both workers): three busy processes on
-# two cores once broke ch. 1's and ch. 10's timing asserts, and the whole run already
-# takes about 9 minutes from a fresh clone (README). The other student editions are
+# book tests come last, and the first starts the book build once the other worker has
+# no other test left (tests/conftest.py): the build then executes two notebooks at a
+# time (book/build.py), one per core. Not --book-early (the build at once, beside both
+# workers): three busy processes on two cores once broke ch. 1's and ch. 10's timing
+# asserts. The whole run's time from a fresh clone: README. The other student editions are
 # their chapters minus solution cells that no kept cell depends on
 # (tests/test_student_runs.py), so they run whenever their chapter runs; executing
 # them again would add minutes.

@@ -78,6 +78,7 @@ FIGURE_CONTROLS_JS = "figure_controls.js"  # under _static, from book/
 # plotly.js 4 always sets window.Plotly; loading it first is right for both.
 PLOTLY_PRIORITY = 300
 CACHE_KEY_FILE = "transformer_edu.sha256"
+SAFE_FOR_PARALLEL_READ = ("sphinx_multitoc_numbering", "sphinx_jupyterbook_latex")
 EDITION_ENV = "TRANSFORMER_EDU_EDITION"  # set by book/i18n.py for the Japanese build
 
 # The ipywidgets HTML manager typesets widget labels through the MathJax 2 API
@@ -408,6 +409,16 @@ def kernel_profile(build_dir: Path) -> Path:
 def _config_inited(app, config) -> None:
     if not os.environ.get(EDITION_ENV):  # the Japanese build reuses the English cache
         _reset_stale_cache(app, config)
+    # book/build.py reads the notebooks two at a time (Sphinx's parallel read: two
+    # kernels on two cores). Two of jupyter-book's extensions do not say whether they
+    # allow that, and Sphinx then reads serially, with a warning. Both do:
+    # sphinx-multitoc-numbering renumbers the sections once every page is read, on
+    # the merged environment; sphinx-jupyterbook-latex's transforms act on one page
+    # at a time, for the LaTeX builder.
+    for name in SAFE_FOR_PARALLEL_READ:
+        ext = app.extensions.get(name)
+        if ext is not None and ext.parallel_read_safe is None:
+            ext.parallel_read_safe = True
     # Kernels inherit this process's environment: they start with the book's profile.
     os.environ["IPYTHONDIR"] = str(kernel_profile(Path(app.outdir).parent))
 

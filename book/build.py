@@ -1,7 +1,8 @@
 """Build both editions: what `make book` runs (and the test run's book fixture).
 
 1. The English edition: ``jupyter-book build . -W -n --keep-going --all`` into
-   ``_build/html`` (every notebook executed, or read from the jupyter-cache).
+   ``_build/html`` (every notebook executed, or read from the jupyter-cache), with
+   Sphinx's parallel read: as many notebooks at once as cores, at most 4.
 2. The Japanese edition: ``book/i18n.py build`` into ``_build/html/ja`` from the
    catalogues, reusing the English build's execution cache (nothing executed).
 
@@ -20,12 +21,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMES = ROOT / "_build" / "book-build-times.json"
-JB_MAIN = "import sys; from jupyter_book.cli.main import main; sys.exit(main())"
+# jupyter-book's command line, with Sphinx reading (so executing) JOBS notebooks at a
+# time: its CLI has no -j, its build_sphinx takes jobs
+JB_MAIN = (
+    "import functools, sys; import jupyter_book.sphinx as s; "
+    "s.build_sphinx = functools.partial(s.build_sphinx, jobs={jobs}); "
+    "from jupyter_book.cli.main import main; sys.exit(main())"
+)
+
+
+def jobs() -> int:
+    """Notebooks executed at once: one per core, at most 4 ($BOOK_JOBS overrides)."""
+    return int(os.environ.get("BOOK_JOBS") or min(os.cpu_count() or 1, 4))
 
 
 def english_command() -> list[str]:
-    jb = Path(sys.executable).with_name("jupyter-book")
-    cli = [str(jb)] if jb.exists() else [sys.executable, "-c", JB_MAIN]
+    cli = [sys.executable, "-c", JB_MAIN.format(jobs=jobs())]
     return [*cli, "build", str(ROOT), "-W", "-n", "--keep-going", "--all"]
 
 

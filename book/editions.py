@@ -110,8 +110,10 @@ def _walk_args(obj, out: list, translate=None) -> None:
                     out.append(v)
                 else:
                     obj[k] = translate(v)
-        elif isinstance(v, list) and last in PLOTLY_TEXT_KEYS and all(
-            isinstance(x, str) for x in v
+        elif (
+            isinstance(v, list)
+            and last in PLOTLY_TEXT_KEYS
+            and all(isinstance(x, str) for x in v)
         ):  # restyle: one value per trace
             for n, x in enumerate(v):
                 if _worth_translating(x):

@@ -3,7 +3,9 @@
 `make test` runs unit tests, nbval over chapters/ and the book tests in one pytest
 run, on both cores: pytest-xdist's ``-n 2 --dist loadscope``.
 
-- The first book test starts the book build (a subprocess) and waits for it. With
+- The first book test starts the book build (a subprocess) and waits for it, once no
+  other worker still runs other tests (each worker says what it is doing under
+  ``_build/workers/``): the build executes a notebook per core. With
   ``--book-early`` (not used by `make test`, see the Makefile) the build starts at
   once, in xdist's controller, and the book tests wait for ``_build/book-build.json``
   (when it ended and how). Without it, the first worker to need the book builds it,
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -46,6 +49,7 @@ BUILD_LOCK = BUILD_DIR / "book-build.lock"  # held by the worker that builds
 EARLY_BUILD_ENV = "TRANSFORMER_EDU_EARLY_BOOK_BUILD"  # the controller started it
 SCREENSHOTS = BUILD_DIR / "screenshots"
 BUILD_TIMEOUT_S = 30 * 60
+WORKERS_DIR = BUILD_DIR / "workers"  # each xdist worker's phase: tests, book, done
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_FLAGS = [
     "--headless",
@@ -179,12 +183,35 @@ def _is_xdist_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
+def _set_phase(config: pytest.Config, phase: str) -> None:
+    """Say what this xdist worker is doing: "tests" (others than the book's), "book"
+    (it has reached the book tests, which come last) or "done"."""
+    if not _is_xdist_worker(config):
+        return
+    WORKERS_DIR.mkdir(parents=True, exist_ok=True)
+    (WORKERS_DIR / config.workerinput["workerid"]).write_text(phase)
+
+
+def _wait_for_other_tests(timeout_s: float = BUILD_TIMEOUT_S) -> None:
+    """Before the book build, wait until no worker still runs other tests: the build
+    executes a notebook per core, and a third busy process on two cores makes the
+    chapters' timings (and the tests') slow and noisy."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        phases = [f.read_text() for f in WORKERS_DIR.glob("*")]
+        if "tests" not in phases:
+            return
+        time.sleep(1)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "book: needs the built book (builds it once)")
     _serialise_nbval_kernel_starts()
+    _set_phase(config, "tests")
     if _is_xdist_worker(config) or config.getoption("book_built"):
         return
     BUILD_STATUS.unlink(missing_ok=True)  # an earlier run's; this run builds again
+    shutil.rmtree(WORKERS_DIR, ignore_errors=True)  # before the workers start
     if config.getoption("book_early"):
         build = config.stash[_build_key] = _start_build()
         threading.Thread(target=_record_when_done, args=(build,), daemon=True).start()
@@ -200,6 +227,15 @@ def pytest_collection_modifyitems(
         return 0 if item.nodeid.split("::")[0].endswith(".ipynb") else 1
 
     items.sort(key=rank)  # stable: each module keeps its order
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("book"):
+        _set_phase(item.config, "book")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
+    _set_phase(session.config, "done")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
@@ -236,6 +272,8 @@ def book(request: pytest.FixtureRequest) -> BookBuild:
     with FileLock(BUILD_LOCK, timeout=BUILD_TIMEOUT_S):  # one build per run
         if BUILD_STATUS.exists():  # another worker built it while this one waited
             return FinishedBuild(**json.loads(BUILD_STATUS.read_text()))
+        _set_phase(request.config, "book")  # this worker waits for no one but others
+        _wait_for_other_tests()
         build = request.config.stash[_build_key] = _start_build()
         _record_when_done(build)
     return build
