@@ -283,7 +283,7 @@ def run_recipes(
         out[name] = {"tokens_per_s": total / t, "seconds": t, "warmup_s": warm[name],
                      "speedup": base / t, "last_loss": losses[name][-1]}  # fmt: skip
         print_fn(
-            f"{name:20} {total / t:8,.0f} tokens/s  x{base / t:.2f} of "
+            f"{name:24} {total / t:8,.0f} tokens/s  x{base / t:.2f} of "
             f"{names[0]!r}  (warm-up {warm[name]:.1f} s; last loss "
             f"{losses[name][-1]:.3f})"
         )
@@ -318,9 +318,9 @@ def loss_curves(
         f"training loss (label-smoothed, per target token), mean of each {window} "
         f"steps, {len(index)} steps of max_tokens {cfg.max_tokens:,}, same batches:"
     )
-    print_fn("steps      " + "".join(f"{k:>22}" for k in names))
+    print_fn("steps      " + "".join(f"{k:>25}" for k in names))
     for i in range(n):
-        row = "".join(f"{means[k][i]:22.3f}" for k in names)
+        row = "".join(f"{means[k][i]:25.3f}" for k in names)
         print_fn(f"{i * window + 1:4}-{(i + 1) * window:<5}{row}")
     base = means[names[0]]
     for k in names[1:]:
