@@ -48,6 +48,10 @@ def main() -> int:
     env = dict(os.environ)
     # the kernels the build starts must be this interpreter's (the .venv's)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    # one notebook per core: each kernel's torch gets its share of the cores (two
+    # kernels of two threads each on two cores ran chapters 6 and 9 past the cell
+    # timeout); make test sets OMP_NUM_THREADS=1 itself
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // jobs())))
     times = {}
     for name, command in (("en", english_command()), ("ja", japanese_command())):
         started = time.monotonic()
