@@ -173,8 +173,7 @@ DEPARTURES: dict[str, list[str]] = {
     "10_decoding_and_attention": ["this chapter keeps $\\alpha = 0$"],
     "12_real_japanese": [
         "The budget is",
-        "drops in two more places",
-        "Four of its settings are",
+        "Five of its settings are",  # bf16 autocast among them
         "gradient clipping to norm",
         "a cool-down",
         "averages the last",
