@@ -57,12 +57,12 @@ def _folder_bytes(path: Path) -> int:
 
 
 def tatoeba_sentence(n: int = 15) -> str:
-    """The first dev sentence whose greedy translation has ``n`` tokens (onnxruntime
-    in Python on the graphs the page fetches)."""
+    """The first dev text of one sentence whose greedy translation has ``n`` tokens
+    (onnxruntime in Python on the graphs the page fetches)."""
     import onnxruntime as ort
 
     from transformer_edu.browser.onnx_export import greedy_onnx
-    from transformer_edu.tatoeba import default_tokenizer, load_tatoeba
+    from transformer_edu.tatoeba import default_tokenizer, load_tatoeba, split_sentences
 
     folder = ROOT / "_build" / "html" / "_static" / "tatoeba"
     meta = json.loads((folder / "translator.json").read_text(encoding="utf8"))
@@ -70,6 +70,8 @@ def tatoeba_sentence(n: int = 15) -> str:
     dec = ort.InferenceSession(str(folder / meta["decoder"]))
     tok = default_tokenizer()
     for pair in load_tatoeba("dev"):
+        if len(split_sentences(pair.ja)) != 1:  # the page would translate each part
+            continue
         ids = tok.encode(pair.ja)
         out, _, _ = greedy_onnx(enc, dec, ids, meta, len(ids) + 50)
         if len(out) == n + 1:  # n tokens, then EOS
