@@ -92,6 +92,18 @@ def _worth_translating(s: str) -> bool:
 NAMED_BY_ID = {"args", "method", "data", "traces", "group", "baseframe"}
 
 
+def _take(container, key, out: list, translate=None) -> None:
+    """Collect ``container[key]`` (a string) into ``out``, or with ``translate``
+    replace it by its translation, if it is worth translating."""
+    text = container[key]
+    if not _worth_translating(text):
+        return
+    if translate is None:
+        out.append(text)
+    else:
+        container[key] = translate(text)
+
+
 def _walk_args(obj, out: list, translate=None) -> None:
     """The readable strings in a slider step's or a menu button's ``args``: the
     updates it applies, keyed by attribute paths ("title.text", "yaxis.title"), so
@@ -105,22 +117,15 @@ def _walk_args(obj, out: list, translate=None) -> None:
     for k, v in obj.items():
         last = k.split(".")[-1]
         if isinstance(v, str):
-            if last in PLOTLY_TEXT_KEYS and _worth_translating(v):
-                if translate is None:
-                    out.append(v)
-                else:
-                    obj[k] = translate(v)
+            if last in PLOTLY_TEXT_KEYS:
+                _take(obj, k, out, translate)
         elif (
             isinstance(v, list)
             and last in PLOTLY_TEXT_KEYS
             and all(isinstance(x, str) for x in v)
         ):  # restyle: one value per trace
-            for n, x in enumerate(v):
-                if _worth_translating(x):
-                    if translate is None:
-                        out.append(x)
-                    else:
-                        v[n] = translate(x)
+            for n in range(len(v)):
+                _take(v, n, out, translate)
         elif isinstance(v, (dict, list)) and last not in PLOTLY_DATA_KEYS:
             _walk_args(v, out, translate)  # {"title": {"text": ...}}
 
@@ -137,11 +142,8 @@ def _walk_plotly(obj, out: list, translate=None, key: str | None = None):
             if k == "name" and obj.keys() & NAMED_BY_ID:
                 continue
             if isinstance(v, str):
-                if k in PLOTLY_TEXT_KEYS and _worth_translating(v):
-                    if translate is None:
-                        out.append(v)
-                    else:
-                        obj[k] = translate(v)
+                if k in PLOTLY_TEXT_KEYS:
+                    _take(obj, k, out, translate)
             else:
                 _walk_plotly(v, out, translate, k)
     elif isinstance(obj, list):
