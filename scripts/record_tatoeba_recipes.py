@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -25,8 +24,10 @@ import torch
 from transformer_edu.bench_tatoeba import (
     RECIPES,
     TatoebaBenchConfig,
+    largest_gaps,
     loss_curves,
     run_recipes,
+    window_means,
 )
 
 OUT = Path(__file__).resolve().parent.parent / "transformer_edu" / "models"
@@ -46,9 +47,7 @@ def main() -> int:
     rows = run_recipes(cfg, list(RECIPES))
     losses = loss_curves(TatoebaBenchConfig(steps=CURVE_STEPS, warmup_steps=0), CURVES,
                          WINDOW)  # fmt: skip
-    means = {k: [statistics.fmean(v[i : i + WINDOW])
-                 for i in range(0, len(v) - WINDOW + 1, WINDOW)]
-             for k, v in losses.items()}  # fmt: skip
+    means = window_means(losses, WINDOW)
     out = {
         "commands": ["python -m transformer_edu bench --tatoeba --recipes (steps 30)",
                      "python -m transformer_edu bench --tatoeba --curves 200"],
@@ -59,10 +58,7 @@ def main() -> int:
         "steps": STEPS, "warmup_steps": WARMUP, "max_tokens": cfg.max_tokens,
         "recipes": rows,
         "curves": {"steps": CURVE_STEPS, "window": WINDOW, "mean_loss": means,
-                   "largest_gap_to_float32": {
-                       k: max(abs(a - b) for a, b in zip(means[k], means[CURVES[0]],
-                                                          strict=True))
-                       for k in CURVES[1:]}},
+                   "largest_gap_to_float32": largest_gaps(means)},
     }  # fmt: skip
     path = OUT / "tatoeba_recipes.json"
     path.write_text(json.dumps(out, indent=1) + "\n")

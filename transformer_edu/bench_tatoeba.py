@@ -312,8 +312,7 @@ def loss_curves(
             losses[name].append(steps[name](b))
     window = max(1, min(window, len(index)))
     n = len(index) // window
-    means = {k: [statistics.fmean(v[i * window : (i + 1) * window]) for i in range(n)]
-             for k, v in losses.items()}  # fmt: skip
+    means = window_means(losses, window)
     print_fn(
         f"training loss (label-smoothed, per target token), mean of each {window} "
         f"steps, {len(index)} steps of max_tokens {cfg.max_tokens:,}, same batches:"
@@ -322,11 +321,24 @@ def loss_curves(
     for i in range(n):
         row = "".join(f"{means[k][i]:25.3f}" for k in names)
         print_fn(f"{i * window + 1:4}-{(i + 1) * window:<5}{row}")
-    base = means[names[0]]
-    for k in names[1:]:
-        gap = max(abs(a - b) for a, b in zip(means[k], base, strict=True))
+    for k, gap in largest_gaps(means).items():
         print_fn(f"largest gap of {k!r} to {names[0]!r}: {gap:.3f}")
     return losses
+
+
+def window_means(losses: dict[str, list[float]], window: int) -> dict[str, list[float]]:
+    """The mean of each whole ``window`` of steps, recipe by recipe."""
+    return {k: [statistics.fmean(v[i * window : (i + 1) * window])
+                for i in range(len(v) // window)]
+            for k, v in losses.items()}  # fmt: skip
+
+
+def largest_gaps(means: dict[str, list[float]]) -> dict[str, float]:
+    """Each later recipe's largest gap, window by window, to the first recipe's."""
+    names = list(means)
+    base = means[names[0]]
+    return {k: max(abs(a - b) for a, b in zip(means[k], base, strict=True))
+            for k in names[1:]}  # fmt: skip
 
 
 # --- DDP scaling ---------------------------------------------------------------------
