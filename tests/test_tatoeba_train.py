@@ -346,3 +346,106 @@ class _nothing:
 
     def __exit__(self, *exc):
         return False
+
+
+# --- a checkpoint saved from a GPU ---------------------------------------------------
+
+
+class _GpuLikeCpu:
+    """``Tensor.cpu`` as it behaves on a CUDA tensor: it returns a fresh copy, and the
+    memory of a copy that was freed is handed to the next copy of the same size (the
+    caching allocator does this), so two different weights can share an address."""
+
+    def __init__(self):
+        import weakref
+
+        self.free: dict[tuple, list] = {}  # (numel, dtype) -> reusable storages
+        self.live: list[tuple[weakref.ref, tuple, object]] = []
+        self.copies = 0
+
+    def __call__(self, tensor, *args, **kwargs):
+        import weakref
+
+        still = []
+        for ref, key, storage in self.live:  # copies freed since: memory to reuse
+            if ref() is None:
+                self.free.setdefault(key, []).append(storage)
+            else:
+                still.append((ref, key, storage))
+        self.live = still
+        key = (tensor.numel(), tensor.dtype)
+        pool = self.free.get(key)
+        if pool:
+            storage = pool.pop()
+        else:
+            storage = torch.empty(tensor.numel(), dtype=tensor.dtype).untyped_storage()
+        copy = torch.empty(0, dtype=tensor.dtype).set_(storage, 0, tensor.shape)
+        with torch.no_grad():
+            copy.copy_(tensor)
+        self.live.append((weakref.ref(copy), key, storage))
+        self.copies += 1
+        return copy
+
+
+def test_the_gpu_like_cpu_copy_reuses_freed_memory():
+    fake = _GpuLikeCpu()
+    a, b = torch.ones(3), torch.zeros(3)
+    first = fake(a)
+    address = first.data_ptr()
+    second = fake(b)
+    assert second.data_ptr() != address  # the first copy is alive: new memory
+    assert first.tolist() == [1.0, 1.0, 1.0] and second.tolist() == [0.0, 0.0, 0.0]
+    del first
+    again = fake(b)  # the first copy was freed: its memory again
+    assert again.data_ptr() == address and again.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_a_checkpoint_trained_and_saved_where_cpu_copies_survives_the_round_trip(
+    tmp_path, monkeypatch, capsys
+):
+    """``train --corpus tatoeba`` then ``evaluate``, as a user runs them, with
+    ``Tensor.cpu`` returning copies as on a GPU: every tensor of the file equals the
+    trained model's (in float16), and the file scores what the model scored."""
+    import transformer_edu.__main__ as cli
+
+    fake = _GpuLikeCpu()
+    monkeypatch.setattr(torch.Tensor, "cpu", lambda self, *a, **k: fake(self))
+    trained = {}
+    import transformer_edu.tatoeba_train as tt  # the command imports from it when run
+
+    real_save = tt.save_tatoeba_checkpoint
+
+    def spy(path, model, tok, meta=None):
+        trained["state"] = {
+            k: v.detach().clone() for k, v in model.state_dict().items()
+        }
+        trained["model"] = model
+        return real_save(path, model, tok, meta)
+
+    monkeypatch.setattr(tt, "save_tatoeba_checkpoint", spy)
+    path = tmp_path / "gpu.pt"
+    sizes = [f"model.{k}={v}" for k, v in TINY.items()]
+    argv = ["train", "--corpus", "tatoeba", "--max-steps", "4", "--quiet",
+            "--device", "cpu", "--checkpoint", str(path), "--set", "max_tokens=800",
+            "--set", "eval_sentences=40"] + [a for s in sizes for a in ("--set", s)]  # fmt: skip
+    assert cli.main(argv) == 0
+    assert fake.copies > 0  # the save went through the GPU-like copies
+    monkeypatch.undo()
+    blob = torch.load(path, weights_only=True)
+    state = trained["state"]
+    assert blob["state_dict"].keys() == state.keys()
+    for k, v in state.items():
+        got = blob["state_dict"][k]
+        want = v.half() if v.is_floating_point() else v
+        assert torch.equal(got, want), k
+    # and the file translates as the trained model did (evaluate through the CLI)
+    capsys.readouterr()
+    assert cli.main(["evaluate", "--corpus", "tatoeba", "--checkpoint", str(path),
+                     "--split", "dev", "--limit", "20", "--device", "cpu"]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    model, tok, _ = load_tatoeba_checkpoint(path)
+    dev = load_tatoeba("dev")[:20]
+    reloaded = evaluate(model, tok, dev)[0]
+    assert str(reloaded) in printed.splitlines()  # the score line, signature and all
+    half = trained["model"].half().float()
+    assert evaluate(half, tok, dev)[2] == evaluate(model, tok, dev)[2]

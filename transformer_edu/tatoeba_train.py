@@ -99,14 +99,19 @@ def save_tatoeba_checkpoint(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # a tied weight is one tensor under several names: convert it once, so that
-    # torch.save stores one copy
+    # torch.save stores one copy. Recognise it by the model's own tensor (its device
+    # and address), never by a copy: on a GPU `.cpu()` returns a fresh copy whose
+    # memory the allocator hands to the next copy, and two weights would then look tied
     state, halves = {}, {}
     for k, v in model.state_dict().items():
-        v = v.detach().cpu()
+        v = v.detach()
         if v.is_floating_point():
-            key = (v.data_ptr(), tuple(v.shape))
-            v = halves.setdefault(key, v.half())
-        state[k] = v
+            key = (v.device, v.data_ptr(), tuple(v.shape), v.stride())
+            if key not in halves:
+                halves[key] = v.cpu().half()
+            state[k] = halves[key]
+        else:
+            state[k] = v.cpu()
     blob = {
         "format": FORMAT, "version": VERSION, "config": model.config.to_dict(),
         "spm_sha256": hashlib.sha256(tok.model_proto).hexdigest(),
