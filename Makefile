@@ -53,7 +53,9 @@ translations: $(STAMP) $(NPM_STAMP)
 
 # Lint first (ruff check + format, as CI runs it), then in one pytest run: unit tests,
 # every chapter run by nbval, the student edition of chapter 11 run unsolved (its stubs
-# meet the checkers), the book build and the browser checks. On both cores: two
+# meet the checkers), the book build and the browser checks. Each chapter executes
+# once: nbval's execution of a chapter that passed goes into the build's execution
+# cache, so the book build executes nothing again (tests/nbval_cache.py). On both cores: two
 # pytest-xdist workers (each test module and each notebook kept to one worker); the
 # book tests come last, and the first starts the book build once the other worker has
 # no other test left (tests/conftest.py): the build then executes two notebooks at a

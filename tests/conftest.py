@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import nbval_cache
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -207,9 +208,15 @@ def _wait_for_other_tests(timeout_s: float = BUILD_TIMEOUT_S) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "book: needs the built book (builds it once)")
     _serialise_nbval_kernel_starts()
+    # execute each chapter once: nbval's kernels start as the book build's do, and
+    # each chapter nbval ran without an error enters the build's execution cache
+    # (tests/nbval_cache.py), so the book build executes none of them again
+    os.environ["IPYTHONDIR"] = str(nbval_cache.kernel_profile_dir())
+    nbval_cache.install()
     _set_phase(config, "tests")
     if _is_xdist_worker(config) or config.getoption("book_built"):
         return
+    nbval_cache.reset_stale_cache()  # before any worker writes to the cache
     BUILD_STATUS.unlink(missing_ok=True)  # an earlier run's; this run builds again
     shutil.rmtree(WORKERS_DIR, ignore_errors=True)  # before the workers start
     if config.getoption("book_early"):

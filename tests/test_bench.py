@@ -1,6 +1,8 @@
 """The benchmarks compare like with like: nn.Transformer's counterpart computes what
 ours computes, the bench's step is train_tatoeba's, and each mode runs end to end."""
 
+import re
+
 import pytest
 import torch
 
@@ -15,6 +17,7 @@ from transformer_edu.tatoeba import (
     make_token_batch,
     token_batches,
 )
+from transformer_edu.tatoeba_recipe import native_bf16
 from transformer_edu.tatoeba_train import (
     TATOEBA_MODEL,
     TatoebaTrainConfig,
@@ -116,8 +119,16 @@ def test_bench_tatoeba_quick_reports_tokens_per_second_and_the_ratio(capsys):
     assert "real Tatoeba batches" in lines[1]
     assert lines[2].startswith("ours ") and " nn.Transformer " in lines[2]
     prefix = "time ratio ours/nn.Transformer: "
-    assert lines[-1].startswith(prefix) and "below 1: ours faster" in lines[-1]
-    assert float(lines[-1][len(prefix) :].split()[0]) > 0
+    assert lines[-2].startswith(prefix) and "below 1: ours faster" in lines[-2]
+    assert float(lines[-2][len(prefix) :].split()[0]) > 0
+    # train_tatoeba's own loop beside the bare step, so the loop's cost shows
+    loop = re.fullmatch(
+        r"train_tatoeba's loop, the same 3 steps: ([\d,]+) tokens/s against the "
+        r"bare step's ([\d,]+) \(warm-up included\): x([\d.]+) of it",
+        lines[-1],
+    )
+    assert loop, lines[-1]
+    assert all(float(g.replace(",", "")) > 0 for g in loop.groups())
 
 
 def test_bench_ddp_quick_launches_one_and_two_ranks(capsys):
@@ -152,10 +163,14 @@ def test_bench_tatoeba_recipes_quick_compares_each_change_with_the_first(capsys)
     code, out, _ = _run(capsys, "bench", "--tatoeba", "--recipes", "--quick")
     lines = out.strip().splitlines()
     assert code == 0 and "real Tatoeba batches" in lines[0]
-    rows = [line.split("  ")[0].strip() for line in lines[1:]]
+    # where it was measured, and what the shipped recipe's autocast="auto" takes here
+    assert lines[1].startswith("machine: ") and " cores, " in lines[1]
+    assert lines[2].startswith("the shipped recipe (autocast='auto') here: ")
+    assert ("bf16 autocast: " in lines[2]) == native_bf16("cpu")[0]
+    rows = [line.split("  ")[0].strip() for line in lines[3:]]
     assert rows == ["before", "+ paper's dropout", "+ fused Adam", "+ bf16 autocast",
                     "+ written-out attention"]  # fmt: skip
-    assert "x1.00 of 'before'" in lines[1] and all("tokens/s" in x for x in lines[1:])
+    assert "x1.00 of 'before'" in lines[3] and all("tokens/s" in x for x in lines[3:])
 
 
 def test_bench_tatoeba_curves_quick_prints_each_recipes_loss(capsys):

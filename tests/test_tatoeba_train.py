@@ -3,8 +3,13 @@ a short run that must improve dev BLEU."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
+import os
+import platform
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -265,11 +270,18 @@ def test_the_shipped_recipe_drops_out_only_where_the_paper_does():
     )  # the written-out attention (bench --tatoeba --recipes)
 
 
-def test_the_recipe_uses_the_fused_adam_kernel_and_bf16_autocast():
+def test_the_recipe_uses_the_fused_adam_kernel_and_bf16_where_the_cpu_has_it():
+    from transformer_edu.tatoeba_recipe import native_bf16, resolve_autocast
     from transformer_edu.tatoeba_train import make_optimizer
 
     cfg = TatoebaTrainConfig()
-    assert cfg.fused_adam and cfg.autocast == "bf16" and not cfg.compile
+    assert cfg.fused_adam and cfg.autocast == "auto" and not cfg.compile
+    cpu = torch.device("cpu")
+    native = native_bf16("cpu")[0]
+    assert resolve_autocast("auto", cpu) == ("bf16" if native else None)
+    assert (
+        resolve_autocast("bf16", cpu) == "bf16" and resolve_autocast(None, cpu) is None
+    )
     model = build_tatoeba_model(default_tokenizer(), **TINY)
     opt, _ = make_optimizer(model, TINY["d_model"], cfg)
     assert opt.defaults["fused"] is True  # this torch has a fused CPU kernel
@@ -278,6 +290,42 @@ def test_the_recipe_uses_the_fused_adam_kernel_and_bf16_autocast():
     ] in (None, False)
     with pytest.raises(ValueError, match="autocast='fp16'"):
         TatoebaTrainConfig(autocast="fp16")
+
+
+def test_a_cpu_without_native_bf16_trains_in_float32(tok, monkeypatch):
+    """Where the CPU would emulate bf16 (an AVX2 CPU: a step ~8x slower), the
+    shipped recipe's "auto" runs the forward pass in float32, and says why."""
+    import transformer_edu.tatoeba_recipe as recipe
+
+    no_bf16 = (False, "torch's CPU capability AVX2, oneDNN bf16 no")
+    monkeypatch.setattr(recipe, "native_bf16", lambda device_type="cpu": no_bf16)
+    cpu = torch.device("cpu")
+    assert recipe.resolve_autocast("auto", cpu) is None
+    assert recipe.autocast_choice("auto", cpu).startswith("float32 (no autocast): ")
+    assert "AVX2" in recipe.autocast_choice("auto", cpu)
+    assert isinstance(recipe.autocast_context(cpu, "auto"), contextlib.nullcontext)
+    train = [p for p in load_tatoeba("train") if len(p.ja) <= 6][:200]
+    cfg = TatoebaTrainConfig(max_tokens=400, max_steps=2, eval_minutes=100,
+                             device="cpu")  # fmt: skip
+    logs: list[str] = []
+    _, hist = train_tatoeba(build_tatoeba_model(tok, seed=0, **TINY), cfg, tok, train,
+                            [], log=logs.append)  # fmt: skip
+    assert hist.autocast is None and logs[0].startswith("forward pass: float32")
+    monkeypatch.setattr(recipe, "native_bf16", lambda device_type="cpu": (True, ""))
+    assert recipe.resolve_autocast("auto", cpu) == "bf16"
+
+
+@pytest.mark.skipif(
+    platform.machine() not in ("x86_64", "AMD64"), reason="ONEDNN_MAX_CPU_ISA is x86's"
+)
+def test_capping_onednn_at_avx2_turns_bf16_off():
+    """What an AVX2-only CPU reports, on any x86-64 CPU: oneDNN capped at AVX2."""
+    code = ("import torch; from transformer_edu.tatoeba_recipe import *; "
+            "print(resolve_autocast('auto', torch.device('cpu')))")  # fmt: skip
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120, check=True)  # fmt: skip
+    assert out.stdout.strip() == "None"
 
 
 def test_a_bf16_autocast_step_gives_float32s_loss_within_a_tolerance():
@@ -320,9 +368,13 @@ def test_the_gpu_recipe_without_a_gpu():
     )
 
     gpu, cpu = recipe_for("cuda", seed=3), recipe_for("cpu")
-    assert (gpu.max_tokens, gpu.warmup, gpu.lr_factor) == (50_000, 4000, 1.0)
+    # measured on an H200: the paper's base sizes, its batch, 1,000 warm-up steps
+    assert (gpu.max_tokens, gpu.warmup, gpu.lr_factor) == (50_000, 1000, 1.0)
+    assert gpu.model == dict(d_model=512, n_heads=8, d_ff=2048, n_encoder_layers=6,
+                             n_decoder_layers=6)  # fmt: skip
     assert {k: getattr(gpu, k) for k in CUDA_RECIPE} == CUDA_RECIPE
-    assert gpu.device == "cuda" and gpu.seed == 3 and gpu.autocast == "bf16"
+    assert gpu.device == "cuda" and gpu.seed == 3 and gpu.autocast == "auto"
+    assert gpu.sync_every > 1 and cpu.sync_every == 1
     assert cpu == TatoebaTrainConfig(device="cpu")  # the CPU keeps the defaults
     with pytest.warns(UserWarning) if not torch.cuda.is_available() else _nothing():
         ctx = autocast_context(torch.device("cuda"), "bf16")
@@ -449,3 +501,37 @@ def test_a_checkpoint_trained_and_saved_where_cpu_copies_survives_the_round_trip
     assert str(reloaded) in printed.splitlines()  # the score line, signature and all
     half = trained["model"].half().float()
     assert evaluate(half, tok, dev)[2] == evaluate(model, tok, dev)[2]
+
+
+def test_reading_the_losses_back_every_n_steps_records_the_same_run(tok, monkeypatch):
+    """The loop reads the losses back every ``sync_every`` steps (on a GPU each read
+    waits for the device): the same losses, rates and tokens as every step, and the
+    step losses travel back in that many reads."""
+    import transformer_edu.tatoeba_train as tt
+
+    train = [p for p in load_tatoeba("train") if len(p.ja) <= 6][:300]
+    runs = {}
+    for every in (1, 4):
+        reads: list[int] = []
+
+        def counting_read(values, reads=reads, real_read=tt._to_host):
+            reads.append(len(values))
+            return real_read(values)
+
+        monkeypatch.setattr(tt, "_to_host", counting_read)
+        cfg = TatoebaTrainConfig(max_tokens=400, max_steps=10, warmup=2, cooldown=0.5,
+                                 eval_minutes=100, sync_every=every, device="cpu")  # fmt: skip
+        _, hist = train_tatoeba(build_tatoeba_model(tok, seed=0, **TINY), cfg, tok,
+                                train, [], progress=False, log=lambda s: None)  # fmt: skip
+        monkeypatch.undo()
+        runs[every] = hist
+        assert hist.steps == 10 and len(hist.step_loss) == 10
+        # every N steps, then the rest at the end
+        assert reads == [every] * (10 // every) + ([10 % every] if 10 % every else [])
+    a, b = runs[1], runs[4]
+    assert a.step_loss == b.step_loss and a.step_lr == b.step_lr
+    assert a.tokens == b.tokens > 0 and a.train_seconds > 0
+    with pytest.raises(ValueError, match="sync_every=0"):
+        train_tatoeba(build_tatoeba_model(tok, seed=0, **TINY),
+                      TatoebaTrainConfig(sync_every=0, max_steps=1), tok, train, [],
+                      progress=False)  # fmt: skip

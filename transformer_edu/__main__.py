@@ -60,7 +60,6 @@ def _git_commit() -> str:
 
 def _train_tatoeba(args: argparse.Namespace) -> int:
     import json
-    import platform
 
     from .tatoeba_train import (
         _dist_info,
@@ -72,7 +71,7 @@ def _train_tatoeba(args: argparse.Namespace) -> int:
 
     if args.epochs is not None:
         raise ValueError("--epochs is for the toy corpus; Tatoeba trains by --minutes")
-    from .tatoeba_recipe import recipe_for
+    from .tatoeba_recipe import describe_device, recipe_for
     from .training import pick_device
 
     # the device's recipe: on a GPU the paper's batch and warm-up (CUDA_RECIPE)
@@ -96,7 +95,8 @@ def _train_tatoeba(args: argparse.Namespace) -> int:
     meta = {
         "command": command, "seed": args.seed, "minutes": cfg.minutes,
         "commit": commit, "world_size": world, "device": hist.device,
-        "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads",
+        "machine": describe_device(hist.device),
+        "autocast": hist.autocast,
         "torch": str(torch.__version__), "history": hist.to_dict(),
     }  # fmt: skip
     save_tatoeba_checkpoint(path, model, _tok(), meta)

@@ -33,7 +33,6 @@ from torch import nn
 
 from .bench import TorchTransformerModel
 from .config import TransformerConfig
-from .data import Vocab
 from .model import count_parameters
 from .tatoeba import (
     Encoded,
@@ -44,14 +43,17 @@ from .tatoeba import (
     make_token_batch,
     token_batches,
 )
+from .tatoeba_recipe import autocast_choice, describe_machine
 from .tatoeba_train import (
     TATOEBA_MODEL,
     TatoebaTrainConfig,
     _dist_info,
     build_tatoeba_model,
+    epoch_seed,
     init_distributed,
     make_optimizer,
     train_step,
+    train_tatoeba,
 )
 
 
@@ -110,10 +112,11 @@ def _batch_index(
     cfg: TatoebaBenchConfig, rank: int = 0, world: int = 1
 ) -> tuple[Encoded, list[list[int]]]:
     """The encoded pairs and the first warm-up + timed batches of epoch 1's shuffled
-    order (this rank's share, as train_tatoeba shards them)."""
+    order (this rank's share), as ``train_tatoeba`` with seed ``cfg.seed`` takes them."""
     pairs = load_tatoeba("train")[: cfg.pairs]
     data = encode_pairs(pairs, default_tokenizer())
-    index = token_batches(data, cfg.max_tokens, cfg.seed, True, rank, world)
+    index = token_batches(data, cfg.max_tokens, epoch_seed(cfg.seed, 1), True, rank,
+                          world)  # fmt: skip
     need = cfg.warmup_steps + cfg.steps
     if len(index) < need:
         raise ValueError(
@@ -130,7 +133,7 @@ def _batches(
     """The batches on ``device`` and each one's source + target tokens (no padding)."""
     data, index = _batch_index(cfg, rank, world)
     batches = [make_token_batch(data, i).to(device) for i in index]
-    return batches, [int((b.src != Vocab.PAD).sum()) + b.ntokens for b in batches]
+    return batches, [b.seen for b in batches]
 
 
 def _threads(n: int) -> str:
@@ -174,9 +177,10 @@ def run_tatoeba(
              "torch": tatoeba_train_step(theirs, d_model)}  # fmt: skip
     ours.train()
     theirs.train()
+    warm_s = 0.0  # ours' warm-up steps, timed apart
     for b in batches[: cfg.warmup_steps]:
-        for step in steps.values():
-            step(b)
+        warm_s += _timed(steps["ours"], b)
+        steps["torch"](b)
     timed, timed_tokens = batches[cfg.warmup_steps :], tokens[cfg.warmup_steps :]
     times: dict[str, list[float]] = {"ours": [], "torch": []}
     for i, b in enumerate(timed):  # A B, B A, ...: drift in load hits both alike
@@ -206,9 +210,35 @@ def run_tatoeba(
         f"time ratio ours/nn.Transformer: {ratio:.3f} "
         f"(below 1: ours faster; target <= 1.0)"
     )
+    # the same steps inside train_tatoeba's loop (which builds each batch, moves it
+    # and reads the loss back itself), warm-up steps included on both sides
+    bare = sum(tokens) / (warm_s + t_ours)
+    loop = loop_tokens_per_second(cfg, device)
+    print_fn(
+        f"train_tatoeba's loop, the same {len(tokens)} steps: {loop:,.0f} tokens/s "
+        f"against the bare step's {bare:,.0f} (warm-up included): "
+        f"x{loop / bare:.2f} of it"
+    )
     return {"tokens": total, "ours_s": t_ours, "torch_s": t_theirs,
             "ours_tokens_per_s": total / t_ours, "torch_tokens_per_s": total / t_theirs,
-            "time_ratio": ratio, "median_batch_ratio": per_batch}  # fmt: skip
+            "time_ratio": ratio, "median_batch_ratio": per_batch,
+            "step_tokens_per_s": bare, "loop_tokens_per_s": loop}  # fmt: skip
+
+
+def loop_tokens_per_second(cfg: TatoebaBenchConfig, device: torch.device) -> float:
+    """Tokens/s of ``train_tatoeba`` itself on the bench's batches (the same pairs,
+    seed and first epoch, so the same steps as ``_batches``), with the device's
+    recipe otherwise (``recipe_for``) and no evaluation; the loop's time only."""
+    from .tatoeba_recipe import recipe_for
+
+    tok = default_tokenizer()
+    model = build_tatoeba_model(tok, cfg.seed, **cfg.model)
+    train_cfg = recipe_for(device, max_steps=cfg.warmup_steps + cfg.steps,
+                           max_tokens=cfg.max_tokens, seed=cfg.seed, model=cfg.model,
+                           eval_minutes=1e9)  # fmt: skip
+    _, hist = train_tatoeba(model, train_cfg, tok, load_tatoeba("train")[: cfg.pairs],
+                            [], progress=False, log=lambda line: None)  # fmt: skip
+    return hist.tokens / hist.train_seconds
 
 
 # --- the training recipe, change by change ---------------------------------------------
@@ -223,9 +253,10 @@ RECIPES: dict[str, tuple[dict, dict]] = {
     ),
     "+ paper's dropout": (dict(fast=True), dict(fused_adam=False, autocast=None)),
     "+ fused Adam": (dict(fast=True), dict(autocast=None)),
-    "+ bf16 autocast": (dict(fast=True), {}),
-    "+ written-out attention": ({}, {}),  # the shipped recipe
-    "+ torch.compile": ({}, dict(compile=True)),  # measured, not kept
+    "+ bf16 autocast": (dict(fast=True), dict(autocast="bf16")),
+    # the shipped recipe where the CPU has native bf16 (autocast="auto" chooses)
+    "+ written-out attention": ({}, dict(autocast="bf16")),
+    "+ torch.compile": ({}, dict(autocast="bf16", compile=True)),  # not kept
 }
 
 
@@ -277,6 +308,10 @@ def run_recipes(
         f"{total:,} source + target tokens) per recipe, taken in turn after "
         f"{cfg.warmup_steps} warm-up step(s)"
     )
+    if device.type == "cpu":
+        print_fn(f"machine: {describe_machine()}")
+    print_fn(f"the shipped recipe (autocast='auto') here: "
+             f"{autocast_choice('auto', device)}")  # fmt: skip
     out = {}
     for name in names:
         t = sum(times[name])

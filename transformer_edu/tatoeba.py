@@ -216,20 +216,34 @@ def encode_pairs(pairs: Sequence[TatoebaPair], tok: SubwordTokenizer) -> Encoded
 
 
 class TokenBatch(NamedTuple):
-    """Padded ids of some pairs. Shape: src (B, S), tgt_in/tgt_out (B, T)."""
+    """Padded ids of some pairs. Shape: src (B, S), tgt_in/tgt_out (B, T).
+
+    The token counts are counted on the host when the batch is made, so that reading
+    them never waits for a GPU."""
 
     src: Tensor
     tgt_in: Tensor  # BOS + target
     tgt_out: Tensor  # target + EOS
     index: list[int]  # which pairs
+    src_tokens: int  # source tokens, padding not counted
+    ntokens: int  # target tokens + EOS: what the loss is a mean over
 
     @property
-    def ntokens(self) -> int:
-        return int((self.tgt_out != Vocab.PAD).sum())
+    def seen(self) -> int:
+        """Source + target tokens without padding (what training counts as seen)."""
+        return self.src_tokens + self.ntokens
 
-    def to(self, device) -> TokenBatch:
-        return self._replace(src=self.src.to(device), tgt_in=self.tgt_in.to(device),
-                             tgt_out=self.tgt_out.to(device))  # fmt: skip
+    def to(self, device, non_blocking: bool = False) -> TokenBatch:
+        """On ``device``; ``non_blocking`` copies from pinned memory asynchronously."""
+        src, tgt_in, tgt_out = (t.to(device, non_blocking=non_blocking)
+                                for t in (self.src, self.tgt_in, self.tgt_out))  # fmt: skip
+        return self._replace(src=src, tgt_in=tgt_in, tgt_out=tgt_out)
+
+    def pin_memory(self) -> TokenBatch:
+        """In page-locked memory, from where a copy to a GPU can overlap its work."""
+        return self._replace(src=self.src.pin_memory(),
+                             tgt_in=self.tgt_in.pin_memory(),
+                             tgt_out=self.tgt_out.pin_memory())  # fmt: skip
 
 
 def _pad(rows: list[list[int]]) -> Tensor:
@@ -240,12 +254,15 @@ def _pad(rows: list[list[int]]) -> Tensor:
 
 
 def make_token_batch(data: Encoded, index: Sequence[int]) -> TokenBatch:
+    src = [data.src[i] for i in index]
     tgt = [data.tgt[i] for i in index]
     return TokenBatch(
-        _pad([data.src[i] for i in index]),
+        _pad(src),
         _pad([[Vocab.BOS, *t] for t in tgt]),
         _pad([[*t, Vocab.EOS] for t in tgt]),
         list(index),
+        sum(map(len, src)),
+        sum(len(t) + 1 for t in tgt),
     )
 
 

@@ -51,8 +51,10 @@ from .tatoeba import (
 from .tatoeba_recipe import (
     TATOEBA_MODEL,
     TatoebaTrainConfig,
+    autocast_choice,
     autocast_context,
     configure_backends,
+    resolve_autocast,
 )
 from .training import cooldown_factor, noam_lr, paper_adam, pick_device
 
@@ -70,6 +72,8 @@ class TatoebaHistory:
     eval_loss: list[float] = field(default_factory=list)  # dev loss (no smoothing)
     tokens: int = 0  # source + target tokens seen (all ranks)
     seconds: float = 0.0
+    train_seconds: float = 0.0  # of those, in training steps (evaluations left out)
+    autocast: str | None = None  # what the forward ran under ("bf16" or None)
     steps: int = 0
     epochs: float = 0.0
     world_size: int = 1
@@ -326,12 +330,14 @@ def train_step(
     """One optimizer step on ``b`` (``net``: the model, or its DDP wrapper), at the
     schedule's learning rate times ``lr_scale`` (the cool-down).
 
-    Returns this rank's share of the global batch's loss per target token, and the
-    global (target tokens, source + target tokens seen), all-reduced in one call.
+    Returns this rank's share of the global batch's loss per target token (a tensor
+    on the device: reading it waits for the device), and the global (target tokens,
+    source + target tokens seen): host numbers alone, all-reduced tensors under DDP.
     """
-    seen = int((b.src != Vocab.PAD).sum()) + b.ntokens
-    counts = torch.tensor([float(b.ntokens), float(seen)], device=b.src.device)
+    counts: torch.Tensor | tuple[float, float]
+    counts = (float(b.ntokens), float(b.seen))  # counted on the host: no wait
     if world > 1:
+        counts = torch.tensor(counts, device=b.src.device)
         dist.all_reduce(counts)  # global target tokens and tokens seen
     ntok = counts[0]
     with autocast_context(b.src.device, cfg.autocast):
@@ -353,6 +359,16 @@ def train_step(
     opt.step()
     sched.step()
     return loss_sum.detach() / ntok, counts
+
+
+def _to_host(values: list[torch.Tensor]) -> list[float]:
+    """Scalars on the device, read back in one transfer (it waits for the device)."""
+    return torch.stack(values).tolist()
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+    """The seed of epoch ``epoch``'s batch order (1 is the first) in a run of ``seed``."""
+    return seed * 1_000_003 + epoch
 
 
 def build_tatoeba_model(
@@ -385,6 +401,8 @@ def train_tatoeba(
     init_distributed(device)
     configure_backends(device)
     rank, world = _dist_info()
+    if cfg.sync_every < 1:
+        raise ValueError(f"sync_every={cfg.sync_every} must be at least 1")
     model = model or build_tatoeba_model(tok, cfg.seed, **cfg.model)
     model.to(device)
     train_pairs = train_pairs if train_pairs is not None else load_tatoeba("train")
@@ -402,7 +420,10 @@ def train_tatoeba(
             net, device_ids=[device.index] if device.type == "cuda" else None
         )
     opt, sched = make_optimizer(model, model.config.d_model, cfg)
-    hist = TatoebaHistory(world_size=world, device=str(device))
+    hist = TatoebaHistory(world_size=world, device=str(device),
+                          autocast=resolve_autocast(cfg.autocast, device))  # fmt: skip
+    if rank == 0 and progress:
+        log(f"forward pass: {autocast_choice(cfg.autocast, device)}")
     kept: list[dict] = []  # the last checkpoints (CPU copies)
     best_bleu, best_state = -1.0, None
     budget = cfg.minutes * 60.0
@@ -412,9 +433,34 @@ def train_tatoeba(
                desc="train", bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} s{postfix}")  # fmt: skip
     step, epoch, done, lr_scale = 0, 0, False, 1.0
     tok_window, t_window = 0, start
+    # Nothing in a step waits for the device: the losses (device tensors) and, under
+    # DDP, the tokens seen are read back every cfg.sync_every steps, and the clock is
+    # the host's. Meanwhile the host builds the next batch while the device works.
+    pending: list[torch.Tensor] = []  # losses not read back yet
+    seen_pending: list[torch.Tensor] = []  # DDP: global tokens seen, not read back
+    eval_seconds = 0.0  # in evaluations (the loop's time is the rest)
+
+    def read_back() -> None:
+        nonlocal tok_window
+        if pending:
+            hist.step_loss.extend(_to_host(pending))
+            pending.clear()
+        if seen_pending:
+            seen = int(sum(_to_host(seen_pending)))
+            hist.tokens += seen
+            tok_window += seen
+            seen_pending.clear()
+
+    def batch_on_device(idx: list[int]) -> TokenBatch:
+        b = make_token_batch(data, idx)
+        if device.type == "cuda":  # page-locked, so the copy overlaps the GPU's work
+            return b.pin_memory().to(device, non_blocking=True)
+        return b.to(device)
 
     def evaluate_now(elapsed: float) -> None:
-        nonlocal best_bleu, best_state
+        nonlocal best_bleu, best_state, eval_seconds
+        read_back()
+        began = time.perf_counter()
         model.eval()
         score = evaluate(model, tok, dev_pairs)[0].score if dev_pairs else float("nan")
         loss = dev_loss(model, dev_data) if dev_pairs else float("nan")
@@ -430,12 +476,13 @@ def train_tatoeba(
             best_bleu, best_state = score, state
         log(f"[{elapsed / 60:5.1f} min] step {step}: dev BLEU {score:.2f} "
             f"(first {len(dev_pairs)} dev pairs), dev loss {loss:.3f}")  # fmt: skip
+        eval_seconds += time.perf_counter() - began
 
     model.train()
     while not done:
         epoch += 1
-        seed = cfg.seed * 1_000_003 + epoch
-        shard = token_batches(data, cfg.max_tokens, seed, True, rank, world)
+        shard = token_batches(data, cfg.max_tokens, epoch_seed(cfg.seed, epoch), True,
+                              rank, world)  # fmt: skip
         k = cfg.batches_per_step
         shard = [sum(shard[i : i + k], []) for i in range(0, len(shard) - k + 1, k)]
         if not shard:  # else the loop below would start new epochs forever
@@ -444,35 +491,47 @@ def train_tatoeba(
                 f"max_tokens={cfg.max_tokens} than ranks x batches_per_step = "
                 f"{world} x {k}"
             )
-        for n_batch, idx in enumerate(shard):
-            b = make_token_batch(data, idx).to(device)
+        upcoming = batch_on_device(shard[0])
+        for n_batch in range(len(shard)):
+            b = upcoming
             hist.step_lr.append(sched.get_last_lr()[0] * lr_scale)
             step_loss, counts = train_step(net, opt, sched, b, cfg, world, lr_scale)
             step += 1
+            if n_batch + 1 < len(shard):  # built while the device runs this step
+                upcoming = batch_on_device(shard[n_batch + 1])
             if world > 1:  # each rank holds its share of the global batch's loss
                 dist.all_reduce(step_loss)
-            hist.step_loss.append(step_loss.item())
-            tok_window += int(counts[1])
-            hist.tokens += int(counts[1])
+                seen_pending.append(counts[1])
+            else:
+                hist.tokens += int(counts[1])
+                tok_window += int(counts[1])
+            pending.append(step_loss)
+            synced = step % cfg.sync_every == 0
+            if synced:
+                read_back()
             elapsed = time.perf_counter() - start
-            progress = elapsed / budget if budget > 0 else 1.0
+            fraction = elapsed / budget if budget > 0 else 1.0
             if cfg.max_steps:
-                progress = max(progress, step / cfg.max_steps)
-            control = torch.tensor(
-                [
-                    float(progress >= 1.0),
-                    cooldown_factor(progress, 1.0, cfg.cooldown, 0.0),
-                ],
-                device=device,
-            )
-            if world > 1:
-                dist.broadcast(control, 0)  # rank 0's clock decides for everyone
-            stop, lr_scale = control[0], float(control[1])
+                fraction = max(fraction, step / cfg.max_steps)
+            if world == 1:  # the host's clock decides; no need to ask the device
+                stop = fraction >= 1.0
+                lr_scale = cooldown_factor(fraction, 1.0, cfg.cooldown, 0.0)
+            elif synced:  # rank 0's clock decides for everyone: a broadcast
+                control = torch.tensor(
+                    [float(fraction >= 1.0),
+                     cooldown_factor(fraction, 1.0, cfg.cooldown, 0.0)],
+                    device=device,
+                )  # fmt: skip
+                dist.broadcast(control, 0)
+                stop, lr_scale = bool(control[0]), float(control[1])
+            else:  # between broadcasts the rate holds and no rank stops
+                stop = False
             if rank == 0:
                 if elapsed >= next_eval and not stop:
                     evaluate_now(elapsed)
                     next_eval += cfg.eval_minutes * 60.0
                 if time.perf_counter() - t_window > 5:
+                    read_back()  # the bar shows the latest loss
                     rate = tok_window / (time.perf_counter() - t_window)
                     bar.set_postfix(epoch=epoch, step=step,
                                     loss=f"{hist.step_loss[-1]:.3f}",
@@ -480,10 +539,12 @@ def train_tatoeba(
                     tok_window, t_window = 0, time.perf_counter()
                 bar.n = min(round(time.perf_counter() - start), bar.total)
                 bar.refresh()
-            if bool(stop):
+            if stop:
                 done = True
                 hist.epochs = epoch - 1 + (n_batch + 1) / max(len(shard), 1)
                 break
+    read_back()  # waits for the device's last steps
+    hist.train_seconds = time.perf_counter() - start - eval_seconds
     bar.close()
     hist.steps = step
     if rank == 0:
