@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILD_DIR = ROOT / "_build"
 CACHE_DIR = BUILD_DIR / ".jupyter_cache"  # jupyter-book's execution_cache_path
 CACHE_LOCK = BUILD_DIR / "jupyter-cache.lock"
+STORED = BUILD_DIR / "nbval-cached"  # a file per chapter this test run cached
 CHAPTERS = ROOT / "chapters"
 
 
@@ -91,15 +92,17 @@ def kernel_profile_dir() -> Path:
 
 
 def reset_stale_cache() -> None:
-    """As the book build does at its start: empty the cache if the package changed."""
+    """As the book build does at its start: empty the cache if the package changed.
+    (And forget which chapters an earlier test run cached.)"""
+    import shutil
+
     import book_extension
 
+    shutil.rmtree(STORED, ignore_errors=True)
     key_file = BUILD_DIR / book_extension.CACHE_KEY_FILE
     digest = book_extension.package_digest()
     if key_file.exists() and key_file.read_text().strip() == digest:
         return
-    import shutil
-
     shutil.rmtree(CACHE_DIR, ignore_errors=True)
     key_file.parent.mkdir(parents=True, exist_ok=True)
     key_file.write_text(digest + "\n")
@@ -116,11 +119,18 @@ def store(recording: Recording, language_info: dict | None) -> None:
     BUILD_DIR.mkdir(exist_ok=True)
     with FileLock(CACHE_LOCK):
         cache = get_cache(str(CACHE_DIR))
-        cache.cache_notebook_bundle(
+        record = cache.cache_notebook_bundle(
             CacheBundleIn(nb, str(recording.path), data={"execution_seconds": seconds}),
             check_validity=False,
             overwrite=True,
         )
+    STORED.mkdir(exist_ok=True)
+    (STORED / recording.path.name).write_text(f"{record.pk} {seconds:.1f}\n")
+
+
+def stored_chapters() -> set[str]:
+    """The chapters (file names) this test run put in the cache."""
+    return {p.name for p in STORED.glob("*.ipynb")} if STORED.is_dir() else set()
 
 
 def install() -> None:

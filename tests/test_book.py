@@ -51,6 +51,21 @@ def test_build_succeeds_without_warnings(book):
     assert not problems, "the build log has warnings:\n" + "\n".join(problems)
 
 
+def test_the_build_executed_no_chapter_that_nbval_ran(book):
+    """Each chapter executes once in a test run: what nbval ran without an error, the
+    build took from its execution cache (tests/nbval_cache.py)."""
+    import nbval_cache
+
+    stored = nbval_cache.stored_chapters()
+    if not stored:
+        pytest.skip("nbval ran no whole chapter in this test run")
+    log = book.log
+    executed = set(re.findall(r"chapters/([\w.]+\.ipynb): Executing notebook", log))
+    cached = set(re.findall(r"chapters/([\w.]+\.ipynb): Using cached notebook", log))
+    assert not stored & executed, f"executed again by the build: {stored & executed}"
+    assert stored <= cached, f"not taken from the cache: {stored - cached}"
+
+
 def test_every_toc_page_is_built(book):
     missing = [p for p in PAGES if not (HTML_DIR / f"{p}.html").exists()]
     assert not missing, f"pages in _toc.yml with no HTML: {missing}"

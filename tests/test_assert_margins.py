@@ -1,0 +1,78 @@
+"""scripts/assert_margins.py: the chapters' asserts rewritten to record their margins."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location(
+    "assert_margins", ROOT / "scripts" / "assert_margins.py"
+)
+margins = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(margins)
+
+
+def _run(source: str, tmp_path: Path, monkeypatch) -> list[dict]:
+    """A rewritten cell executed after the prelude; what the recorder wrote."""
+    out = tmp_path / "rows.json"
+    monkeypatch.setenv("ASSERT_MARGINS_OUT", str(out))
+    scope: dict = {}
+    exec(margins.PRELUDE, scope)  # noqa: S102 - the script's own cell
+    exec(margins.rewrite_cell(source, 3), scope)  # noqa: S102
+    return json.loads(out.read_text())
+
+
+def test_comparisons_in_asserts_are_recorded_with_their_margins(tmp_path, monkeypatch):
+    source = (
+        "import torch\n"
+        "x, t = 0.04, torch.tensor(2.5)\n"
+        "assert x < 0.1 < t, 'chained'\n"
+        "assert abs(x - 0.05) < 0.02 and t is not None\n"
+        "assert all(a > b for a, b in [(3, 1), (2, 1.5)])\n"
+        "y = x < 0  # not in an assert: left alone\n"
+    )
+    rows = _run(source, tmp_path, monkeypatch)
+    ordered = [(r["source"], r["op"], r.get("margin")) for r in rows if "margin" in r]
+    assert ordered == [
+        ("x < 0.1 < t", "<", pytest.approx(0.06)),
+        ("x < 0.1 < t", "<", pytest.approx(2.4)),
+        ("abs(x - 0.05) < 0.02", "<", pytest.approx(0.01)),
+        ("a > b", ">", pytest.approx(2.0)),
+        ("a > b", ">", pytest.approx(0.5)),
+    ]
+    exact = [r for r in rows if "margin" not in r]
+    assert [(r["op"], r["ok"]) for r in exact] == [("is not", True)]
+    assert all(r["ok"] for r in rows) and {r["key"] for r in rows} == {
+        "cell 3, line 3", "cell 3, line 4", "cell 3, line 5"}  # fmt: skip
+
+
+def test_a_failing_assert_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
+    rows = _run("v = 0.112\nassert v < 0.1\nafter = True\n", tmp_path, monkeypatch)
+    assert rows == [{"key": "cell 3, line 2", "source": "v < 0.1", "op": "<",
+                     "ok": False, "left": 0.112, "right": 0.1,
+                     "margin": pytest.approx(-0.012)}]  # fmt: skip
+
+
+def test_cells_without_asserts_or_not_python_are_left_alone():
+    assert margins.rewrite_cell("x = 1\nprint(x)\n", 0) is None
+    assert margins.rewrite_cell("%timeit assert 1 < 2\n", 0) is None
+
+
+def test_the_summary_flags_failures_thin_margins_and_margins_within_the_spread():
+    def rows(left, right):
+        return [{"key": "k", "source": "a < b", "op": "<", "ok": left < right,
+                 "left": left, "right": right, "margin": right - left}]  # fmt: skip
+
+    results = {
+        "fails": {"default": rows(0.09, 0.1), "avx2": rows(0.112, 0.1)},
+        "thin": {"default": rows(0.98, 1.0), "avx2": rows(0.985, 1.0)},
+        "moves": {"default": rows(0.5, 1.0), "avx2": rows(0.8, 1.0)},
+        "safe": {"default": rows(0.5, 1.0), "avx2": rows(0.51, 1.0)},
+    }
+    flags = {t["chapter"]: t["flag"] for t in margins.summarise(results)}
+    # "moves": 0.2 of margin, but the paths moved a side by 0.3
+    assert flags == {"fails": "FAILS", "thin": "thin", "moves": "thin", "safe": ""}
