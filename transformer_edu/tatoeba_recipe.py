@@ -38,7 +38,8 @@ TATOEBA_MODEL = dict(
 class TatoebaTrainConfig:
     minutes: float = 60.0  # wall-clock budget, evaluations included
     max_tokens: int = 6000  # padded source + target tokens per batch (per rank)
-    lr_factor: float = 0.5  # multiplies the paper's schedule (peak ~1.4e-3 here)
+    lr_factor: float = 0.5  # multiplies the paper's schedule: the peak, at the end of
+    # warm-up, is 0.5 * 256**-0.5 * 400**-0.5 = 1.5625e-3 here (d_model 256)
     warmup: int = 400  # steps
     cooldown: float = 0.2  # over the last fifth of the budget the learning rate falls
     # linearly to 0 (a time budget has a known end: anneal into it, Hägele et al. 2024)
@@ -56,7 +57,9 @@ class TatoebaTrainConfig:
     fused_adam: bool = True  # Adam's update in one fused kernel (CPU and CUDA)
     autocast: str | None = "bf16"  # "bf16": forward under torch.autocast in bfloat16
     # (matmuls in bf16: AVX-512 BF16 / AMX on CPU, tensor cores on CUDA); the weights,
-    # Adam's state, the residual stream, LayerNorm, softmax and the loss stay float32.
+    # Adam's state, the residual stream, LayerNorm and the loss stay float32. The
+    # attention's softmax, written out (fast=False), gets the bf16 scores of a matmul
+    # and CPU autocast leaves it in bf16 (CUDA autocast computes softmax in float32).
     # None: all float32
     compile: bool = False  # torch.compile the model (dynamic shapes): measured slower
     # here (bench --tatoeba --recipes), so off
