@@ -89,6 +89,9 @@ def main() -> int:
     p.add_argument("--commit", help="the model shipped at this commit (default: now)")
     p.add_argument("--name", help="record as tatoeba_ja_en.NAME.outputs.json")
     p.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    p.add_argument("--decoding", action="append", metavar="BEAM,ALPHA",
+                   help="only this decoding (repeatable); the record's others of the "
+                   "same model are kept. Default: greedy, the chosen one, the paper's")  # fmt: skip
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     if args.commit:
@@ -100,12 +103,11 @@ def main() -> int:
     known = vocabulary(train_en)
     pairs = {s: load_tatoeba(s) for s in SPLITS}
     decodings = list(dict.fromkeys([(1, 0.0), (DEFAULT_BEAM, DEFAULT_ALPHA), PAPER]))
+    if args.decoding:
+        decodings = [
+            (int(b), float(a)) for b, a in (d.split(",") for d in args.decoding)
+        ]
     out = {
-        "command": "python scripts/record_tatoeba_outputs.py"
-        + (f" --commit {args.commit} --name {args.name}" if args.commit else ""),
-        "written_at": git("rev-parse", "--short", "HEAD").decode().strip(),
-        "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads",
-        "torch": torch.__version__,
         "model": {"commit": args.commit, "trained_by": meta.get("command"),
                   "trained_at": meta.get("commit"),
                   "spm_sha256": hashlib.sha256(tok.model_proto).hexdigest()},
@@ -115,8 +117,22 @@ def main() -> int:
                    for s in SPLITS},
         "decodings": [],
     }  # fmt: skip
+    stem = shipped_model_path().with_suffix("")
+    path = stem.with_name(stem.name + (f".{args.name}" if args.name else "")
+                          + ".outputs.json")  # fmt: skip
+    kept = []
+    if args.decoding and path.is_file():  # keep the other decodings of this model
+        old = json.loads(path.read_text(encoding="utf-8"))
+        if old["model"] == out["model"] and old["splits"] == out["splits"]:
+            names = {decoding_name(b, a) for b, a in decodings}
+            kept = [d for d in old["decodings"] if d["name"] not in names]
     for beam, alpha in decodings:
-        row = {"name": decoding_name(beam, alpha), "beam": beam, "alpha": alpha}
+        row = {"name": decoding_name(beam, alpha), "beam": beam, "alpha": alpha,
+               "command": " ".join(["python scripts/record_tatoeba_outputs.py",
+                                    *sys.argv[1:]]),
+               "written_at": git("rev-parse", "--short", "HEAD").decode().strip(),
+               "machine": f"{platform.machine()}, {torch.get_num_threads()} threads",
+               "torch": torch.__version__}  # fmt: skip
         for s in SPLITS:
             start = time.perf_counter()
             hyps = translate_batch(model, tok, [q.ja for q in pairs[s]], beam, alpha)
@@ -128,9 +144,8 @@ def main() -> int:
             print(f"{row['name']}, {s}: {len(hyps)} sentences in "
                   f"{row[f'{s}_seconds']} s", flush=True)  # fmt: skip
         out["decodings"].append(row)
-    stem = shipped_model_path().with_suffix("")
-    path = stem.with_name(stem.name + (f".{args.name}" if args.name else "")
-                          + ".outputs.json")  # fmt: skip
+    out["decodings"] = sorted(kept + out["decodings"],
+                              key=lambda d: (d["beam"], d["alpha"]))  # fmt: skip
     path.write_text(json.dumps(out, ensure_ascii=False, indent=0) + "\n")
     print(f"wrote {path}")
     return 0
