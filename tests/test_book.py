@@ -66,6 +66,22 @@ def test_the_build_executed_no_chapter_that_nbval_ran(book):
     assert stored <= cached, f"not taken from the cache: {stored - cached}"
 
 
+def test_chapter_12_states_the_recorded_scores(book):
+    """The real model does not retrain in CI: its headline scores on the page are the
+    records' (models/tatoeba_ja_en.scores.json), each with its interval, as glued."""
+    from transformer_edu.tatoeba_analysis import read_record
+
+    html = (HTML_DIR / "chapters" / "12_real_japanese.html").read_text(encoding="utf8")
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html))
+    record = read_record("tatoeba_ja_en.scores.json")
+    rows = {(r["split"], r["decoding"]): r for r in record["scores"]}
+    for decoding in dict.fromkeys(["greedy", record["chosen"]["name"]]):
+        b, c = rows[("test", decoding)]["bleu"], rows[("test", decoding)]["chrf"]
+        for name, s in (("BLEU", b), ("chrF", c)):
+            shown = f"{name} {s['score']:.1f} ({s['low']:.1f}–{s['high']:.1f})"
+            assert shown in text, f"chapter 12 does not say {shown!r} ({decoding})"
+
+
 def test_every_toc_page_is_built(book):
     missing = [p for p in PAGES if not (HTML_DIR / f"{p}.html").exists()]
     assert not missing, f"pages in _toc.yml with no HTML: {missing}"

@@ -1,4 +1,5 @@
 import os
+import re
 import subprocess
 import sys
 
@@ -156,3 +157,28 @@ def test_tatoeba_translates_a_text_sentence_by_sentence_and_names_bad_input():
     out = lines.stdout.splitlines()
     assert lines.returncode == 2 and len(out) == 3 and out[1] == ""
     assert out[2].endswith(" OK!") and "line 2:" in lines.stderr
+
+
+def test_evaluate_prints_each_score_with_its_interval_and_signature():
+    """As a user runs it: BLEU and chrF of the shipped model on 200 test pairs, each
+    with sacreBLEU's 95 % bootstrap interval (the signature says bs:1000) around it."""
+    cmd = [sys.executable, "-m", "transformer_edu", "evaluate", "--limit", "200",
+           "--examples", "1"]  # fmt: skip
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("test: 200 pairs, ")
+    pattern = (
+        r"(BLEU|chrF2) = ([\d.]+), 95 % interval ([\d.]+)–([\d.]+) "
+        r"\(bootstrap: μ = [\d.]+ ± ([\d.]+)\)  \((nrefs:1\|bs:1000\|seed:12345\|.+)\)"
+    )
+    found = {}
+    for line in lines[1:3]:
+        m = re.fullmatch(pattern, line)
+        assert m, line
+        found[m[1]] = [float(m[i]) for i in (2, 3, 4, 5)]
+    for name, (score, low, high, half) in found.items():
+        assert low <= score <= high, (name, score, low, high)
+        assert 0.1 < half < 10 and high - low == pytest.approx(2 * half, abs=0.11)
+    assert set(found) == {"BLEU", "chrF2"}
+    assert lines[3].startswith("length ratio ")

@@ -1,8 +1,17 @@
 """BLEU and chrF through sacreBLEU, against values worked out by hand."""
 
+import random
+
 import pytest
 
-from transformer_edu.metrics import Score, bleu, chrf
+from transformer_edu.metrics import (
+    N_BOOTSTRAP,
+    Score,
+    bleu,
+    chrf,
+    length_ratio,
+    paired_bootstrap,
+)
 
 
 def test_bleu_of_a_case_computed_by_hand():
@@ -45,3 +54,59 @@ def test_bad_inputs_name_the_counts():
         bleu(["a", "b"], ["a"])
     with pytest.raises(ValueError, match="no sentences"):
         chrf([], [])
+
+
+# --- intervals and the paired test ----------------------------------------------------
+
+
+def _corpus(noise: float, seed: int, n: int = 300) -> tuple[list[str], list[str]]:
+    """References of 8 random words, and outputs with a share ``noise`` of them
+    replaced at random."""
+    rng = random.Random(seed)
+    words = "the a cat dog sat ran on under mat table I am Taro you are".split()
+    refs = [" ".join(rng.choices(words, k=8)) for _ in range(n)]
+    hyps = [
+        " ".join(w if rng.random() > noise else rng.choice(words) for w in r.split())
+        for r in refs
+    ]
+    return hyps, refs
+
+
+def test_bootstrap_interval_surrounds_the_score_and_is_reproducible():
+    hyps, refs = _corpus(0.3, seed=0)
+    for metric in (bleu, chrf):
+        plain = metric(hyps, refs)
+        assert plain.ci is None and plain.low is None and "interval" not in str(plain)
+        s = metric(hyps, refs, n_bootstrap=N_BOOTSTRAP)
+        assert s.score == plain.score  # the score itself does not change
+        assert s.low < s.score < s.high and 0 < s.ci < 10
+        assert "bs:1000" in s.signature and "seed:12345" in s.signature
+        assert f"{s.low:.1f}–{s.high:.1f}" in str(s)
+        assert metric(hyps, refs, n_bootstrap=N_BOOTSTRAP) == s  # seeded
+
+
+def test_more_sentences_give_a_narrower_interval():
+    few, many = (bleu(*_corpus(0.3, seed=1, n=n), n_bootstrap=500) for n in (100, 1600))
+    assert many.ci < few.ci / 2  # about 1/sqrt(16) as wide
+
+
+def test_paired_bootstrap_tells_a_better_system_from_noise():
+    worse, refs = _corpus(0.3, seed=2)
+    better, _ = _corpus(0.1, seed=2)  # same references, fewer words replaced
+    clear = paired_bootstrap(worse, better, refs)
+    for name in ("BLEU", "chrF2"):
+        r = clear[name]
+        assert r.difference > 5 and r.p_value < 0.01, r
+        assert r.p_value == pytest.approx(1 / 1001)  # no resample came near
+        assert "bs:1000" in r.signature
+    nudged = list(worse)
+    nudged[0] = refs[0]  # one sentence of 300 fixed: within the noise
+    small = paired_bootstrap(worse, nudged, refs)["BLEU"]
+    assert 0 < small.difference < 1 and small.p_value > 0.05, small
+    with pytest.raises(ValueError, match="identical"):
+        paired_bootstrap(worse, list(worse), refs)
+
+
+def test_length_ratio_counts_words_as_bleu_does():
+    assert length_ratio(["a b c d"], ["a b c d e"]) == pytest.approx(0.8)
+    assert length_ratio(["a b, c."], ["a b c"]) == pytest.approx(5 / 3)  # 13a splits

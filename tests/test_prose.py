@@ -44,6 +44,7 @@ ALLOWED = {
     "0.6",  # the length penalty alpha (§6.1)
     "0.5",  # exact halves: 1/2, the exponent -0.5 of the schedule
     "1.5",  # the schedule's warmup^-1.5 (§5.3)
+    "95 %",  # the confidence level of an interval: a convention, not a measurement
     "100,000 steps",  # the paper's base-model training run (§5.2)
     "100 000 steps",
 }
@@ -172,6 +173,7 @@ DEPARTURES: dict[str, list[str]] = {
     ],
     "10_decoding_and_attention": ["this chapter keeps $\\alpha = 0$"],
     "12_real_japanese": [
+        "The tokenizer is",
         "The budget is",
         "Five of its settings are",  # bf16 autocast among them
         "gradient clipping to norm",

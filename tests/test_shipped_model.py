@@ -1,5 +1,7 @@
 """The trained Tatoeba model that ships with the package: its size, its record of how
-it was trained, and its dev score, re-measured here and compared with the record."""
+it was trained, and its dev score, re-measured here and compared with the record; the
+recorded scores recomputed from the recorded outputs; the decoding chosen on dev is
+the command line's default."""
 
 from __future__ import annotations
 
@@ -7,13 +9,19 @@ import json
 
 import pytest
 
+from transformer_edu.__main__ import build_parser
+from transformer_edu.metrics import bleu, chrf
 from transformer_edu.tatoeba import load_tatoeba
+from transformer_edu.tatoeba_analysis import decoding_name, read_record
 from transformer_edu.tatoeba_train import (
+    DEFAULT_ALPHA,
+    DEFAULT_BEAM,
     evaluate,
     load_tatoeba_checkpoint,
     shipped_model_path,
 )
 
+STEM = shipped_model_path().with_suffix("").name
 RECORD = shipped_model_path().with_suffix(".scores.json")
 # Greedy decoding is deterministic on one machine; another CPU's kernels may round a
 # logit differently and flip a near-tie. Allow that much, no more.
@@ -52,7 +60,46 @@ def test_dev_score_matches_the_recorded_figure(shipped):
     rec = recorded("dev", 1, 0.0)
     dev = load_tatoeba("dev")
     assert len(dev) == rec["pairs"]
-    bleu, chrf, _ = evaluate(model, tok, dev)
-    assert bleu.signature == rec["bleu_signature"]
-    assert abs(bleu.score - rec["bleu"]) <= TOLERANCE, (bleu.score, rec["bleu"])
-    assert abs(chrf.score - rec["chrf"]) <= TOLERANCE, (chrf.score, rec["chrf"])
+    bleu_, chrf_, hyps = evaluate(model, tok, dev)
+    assert abs(bleu_.score - rec["bleu"]["score"]) <= TOLERANCE, (bleu_, rec["bleu"])
+    assert abs(chrf_.score - rec["chrf"]["score"]) <= TOLERANCE, (chrf_, rec["chrf"])
+    outputs = read_record(f"{STEM}.outputs.json")
+    greedy = next(d for d in outputs["decodings"] if d["name"] == "greedy")["dev"]
+    same = sum(a == b for a, b in zip(hyps, greedy, strict=True))
+    assert same >= 0.99 * len(dev), f"{same} of {len(dev)} outputs as recorded"
+
+
+@pytest.mark.parametrize("which", ["shipped", "previous"])
+def test_recorded_scores_are_those_of_the_recorded_outputs(which):
+    """Every score of the record, recomputed from the outputs it was computed from
+    (its interval too: sacreBLEU's resampling is seeded)."""
+    record = json.loads(RECORD.read_text())
+    if which == "previous":
+        record = record["previous"]
+    outputs = read_record(record.get("outputs", f"{STEM}.outputs.json"))
+    refs = {s: [p.en for p in load_tatoeba(s)] for s in ("dev", "test")}
+    for row in record["scores"]:
+        d = next(d for d in outputs["decodings"] if d["name"] == row["decoding"])
+        hyps, r = d[row["split"]], refs[row["split"]]
+        assert round(bleu(hyps, r).score, 2) == row["bleu"]["score"], row
+        assert round(chrf(hyps, r).score, 2) == row["chrf"]["score"], row
+        assert row["bleu"]["low"] < row["bleu"]["score"] < row["bleu"]["high"], row
+        assert "bs:1000" in row["bleu_signature"]
+    greedy_test = next(r for r in record["scores"]
+                       if r["decoding"] == "greedy" and r["split"] == "test")  # fmt: skip
+    d = next(d for d in outputs["decodings"] if d["name"] == "greedy")
+    again = bleu(d["test"], refs["test"], n_bootstrap=1000)
+    assert round(again.low, 2) == greedy_test["bleu"]["low"]
+
+
+def test_the_decoding_chosen_on_dev_is_the_default_everywhere():
+    """The sweep's choice (its record) = the package's constants = the command
+    line's defaults = the decoding the scores' record calls chosen."""
+    sweep = read_record(f"{STEM}.sweep.json")
+    chosen = (sweep["chosen"]["beam"], sweep["chosen"]["alpha"])
+    assert chosen == (DEFAULT_BEAM, DEFAULT_ALPHA)
+    args = build_parser().parse_args(["evaluate"])
+    assert (args.beam, args.alpha) == chosen
+    scores = json.loads(RECORD.read_text())
+    assert scores["chosen"]["name"] == decoding_name(*chosen)
+    assert sweep["chosen"]["bleu"] == max(r["bleu"] for r in sweep["dev"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import lzma
 import os
 import random
@@ -23,6 +24,7 @@ from transformer_edu.tatoeba import (
     default_tokenizer,
     load_tatoeba,
     make_token_batch,
+    split_record,
     token_batches,
 )
 
@@ -63,6 +65,16 @@ def test_no_pair_of_the_outside_test_set_is_shipped(rows):
     assert len(rows) > 180_000  # the check above read the real file
 
 
+def _json_ids(node, key: str = "") -> list[int]:
+    """Every integer under a key named "id" or "ids" (or ending "_id"/"_ids")."""
+    if isinstance(node, dict):
+        return [i for k, v in node.items() for i in _json_ids(v, k)]
+    if isinstance(node, list):
+        return [i for v in node for i in _json_ids(v, key)]
+    wanted = key in ("id", "ids") or key.endswith(("_id", "_ids"))
+    return [node] if wanted and isinstance(node, int) else []
+
+
 def test_no_data_file_in_the_package_holds_an_id_divisible_by_50():
     """Every non-Python file of the package (xz decompressed): no tab-separated field
     that is a number divisible by 50, so no other copy of the pairs with IDs ships."""
@@ -78,11 +90,15 @@ def test_no_data_file_in_the_package_holds_an_id_divisible_by_50():
         except UnicodeDecodeError:
             continue  # binary: the SentencePiece model (pieces only), checkpoints
         checked.append(path.name)
+        if path.suffix == ".json":  # records: Tatoeba IDs under "id" or "ids"
+            bad = [i for i in _json_ids(json.loads(text)) if i % 50 == 0]
+            assert not bad, f"{path} holds the IDs {bad[:5]}"
         for n, line in enumerate(text.splitlines(), start=1):
             for field in line.split("\t") if "\t" in line else ():
                 if re.fullmatch(r"\d+", field) and int(field) % 50 == 0:
                     pytest.fail(f"{path}:{n} has the number {field}: {line[:80]!r}")
     assert {"tatoeba.tsv.xz", "ja_en.tsv"} <= set(checked)
+    assert _json_ids({"splits": {"dev": {"ids": [3, 100]}}, "id": 7}) == [3, 100, 7]
 
 
 def test_splits_are_disjoint_and_no_dev_or_test_japanese_is_in_train(rows):
@@ -175,9 +191,16 @@ def test_preparing_the_corpus_again_gives_the_shipped_file(sdist):
     bytes themselves depend on the liblzma version; ``prepare_tatoeba.py --check``
     compares those (and rebuilds the SentencePiece model, which is too slow here)."""
     script = _prepare_script()
-    fresh = script.corpus_text(script.read_pairs(sdist))
+    rows = script.read_pairs(sdist)
+    fresh = script.corpus_text(rows)
     shipped = lzma.decompress(CORPUS.read_bytes())
     assert hashlib.sha256(fresh).hexdigest() == hashlib.sha256(shipped).hexdigest()
+    # and the record of what the split did is that of this split
+    summary = script.split_summary(script.read_rows(sdist), rows)
+    assert split_record() == json.loads(json.dumps(summary))
+    assert split_record()["now"]["pairs"] == {
+        s: sum(r[0] == s for r in rows) for s in ("train", "dev", "test")
+    }
 
 
 # --- SentencePiece -----------------------------------------------------------------

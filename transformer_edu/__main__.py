@@ -22,6 +22,7 @@ from .checkpoint import (
     toy_model,
     train_and_save_toy_model,
 )
+from .tatoeba_train import DEFAULT_ALPHA, DEFAULT_BEAM
 
 CORPORA = ("toy", "tatoeba")
 SOURCE_SENTENCES = ["私は太郎です", "私は犬より猫が好きです", "私は猫より犬が好きです"]
@@ -135,7 +136,8 @@ def _toy_translator(args: argparse.Namespace):
     model, sv, tv = _load(args)
 
     def translate_one(sentence: str) -> str:
-        out = translate(model, sentence, sv, tv, beam=args.beam, trace=args.trace)
+        out = translate(model, sentence, sv, tv, beam=args.beam or 1,
+                        trace=args.trace)  # fmt: skip
         if out.unknown:
             print(f"unknown words (read as <unk>): {', '.join(out.unknown)}",
                   file=sys.stderr)  # fmt: skip
@@ -182,8 +184,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
         from .tatoeba_train import translate_texts
 
         model, tok, _ = _load_tatoeba(args)
-        alpha = 0.6 if args.alpha is None else args.alpha  # the paper's
-        results = translate_texts(model, tok, texts, args.beam, alpha)
+        beam = DEFAULT_BEAM if args.beam is None else args.beam
+        alpha = DEFAULT_ALPHA if args.alpha is None else args.alpha
+        results = translate_texts(model, tok, texts, beam, alpha)
     else:
         if args.alpha is not None:
             raise ValueError("--alpha is for --corpus tatoeba")
@@ -210,8 +213,11 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    """BLEU and chrF of a split, each with sacreBLEU's 95 % bootstrap interval and
+    signature, then a few examples."""
+    from .metrics import N_BOOTSTRAP, bleu, chrf, length_ratio
     from .tatoeba import load_tatoeba
-    from .tatoeba_train import evaluate
+    from .tatoeba_train import translate_batch
 
     if args.corpus != "tatoeba":
         raise ValueError(
@@ -223,9 +229,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     pairs = load_tatoeba(args.split)[: args.limit]
     decoding = "greedy" if args.beam == 1 else f"beam {args.beam}, alpha {args.alpha}"
     print(f"{args.split}: {len(pairs)} pairs, {decoding}")
-    b, c, hyps = evaluate(model, tok, pairs, args.beam, args.alpha)
-    print(b)
-    print(c)
+    hyps = translate_batch(model, tok, [p.ja for p in pairs], args.beam, args.alpha)
+    refs = [p.en for p in pairs]
+    print(bleu(hyps, refs, N_BOOTSTRAP))
+    print(chrf(hyps, refs, N_BOOTSTRAP))
+    print(f"length ratio {length_ratio(hyps, refs):.3f} (output words / reference "
+          f"words); the intervals: {N_BOOTSTRAP:,} resampled test sets of "
+          f"{len(pairs)} pairs, the middle 95 % of their scores")  # fmt: skip
     for p, h in list(zip(pairs, hyps, strict=True))[: args.examples]:
         print(f"\n  ja:  {p.ja}\n  ref: {p.en}\n  out: {h}")
     return 0
@@ -364,8 +374,13 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--corpus", choices=CORPORA, default="toy",
                     help="toy (default) or tatoeba (the shipped real-Japanese model)")  # fmt: skip
     tr.add_argument("--checkpoint", **ckpt)
-    tr.add_argument("--beam", type=_positive, default=1, help="beam size (1 = greedy)")
-    tr.add_argument("--alpha", type=float, help="length penalty (tatoeba; default 0.6)")
+    tr.add_argument(
+        "--beam",
+        type=_positive,
+        help=f"beam size (1 = greedy; default: toy 1, tatoeba {DEFAULT_BEAM})",
+    )
+    tr.add_argument("--alpha", type=float,
+                    help=f"length penalty (tatoeba; default {DEFAULT_ALPHA})")  # fmt: skip
     tr.add_argument("--device", help="cpu or cuda (default: cuda if available)")
     tr.add_argument("--trace", action="store_true", help="print each greedy step (toy)")
     tr.set_defaults(func=cmd_translate)
@@ -374,8 +389,14 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--corpus", choices=CORPORA, default="tatoeba")
     ev.add_argument("--split", choices=("dev", "test"), default="test")
     ev.add_argument("--checkpoint", help="default: the shipped Tatoeba model")
-    ev.add_argument("--beam", type=_positive, default=1, help="beam size (1 = greedy)")
-    ev.add_argument("--alpha", type=float, default=0.6, help="length penalty")
+    ev.add_argument(
+        "--beam",
+        type=_positive,
+        default=DEFAULT_BEAM,
+        help="beam size (1 = greedy; the default was chosen on dev)",
+    )
+    ev.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+                    help="length penalty (chosen on dev with the beam size)")  # fmt: skip
     ev.add_argument("--limit", type=int, help="only the first N pairs")
     ev.add_argument("--examples", type=int, default=5, help="examples to print")
     ev.add_argument("--device", help="cpu or cuda (default: cuda if available)")

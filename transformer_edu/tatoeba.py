@@ -17,6 +17,7 @@ EOS, UNK as in ``data.Vocab``.
 from __future__ import annotations
 
 import functools
+import json
 import lzma
 import random
 import re
@@ -33,6 +34,7 @@ from .data import Vocab
 SPLITS = ("train", "dev", "test")
 CORPUS_FILE = "tatoeba.tsv.xz"
 SPM_FILE = "tatoeba_spm.model"
+SPLIT_FILE = "tatoeba_split.json"
 HEADER = "split\tid\tja\ten"
 MAX_JA_CHARS = 30  # the longest Japanese sentence kept (characters, after NFKC)
 CREDIT = "Tatoeba (https://tatoeba.org), CC-BY 2.0 FR"
@@ -155,6 +157,14 @@ def _read() -> dict[str, tuple[TatoebaPair, ...]]:
         split, sid, ja, en = line.split("\t")
         out[split].append(TatoebaPair(int(sid), ja, en))
     return {s: tuple(p) for s, p in out.items()}
+
+
+def split_record() -> dict:
+    """What the preparation script's split did (``corpus/tatoeba_split.json``): the
+    sizes of the groups of linked pairs, the pairs per split and set aside, and how
+    many dev and test pairs share their Japanese or English with a training pair,
+    under the split by Japanese hash alone (``before``) and now."""
+    return json.loads(_corpus_bytes(SPLIT_FILE).decode("utf-8"))
 
 
 def load_tatoeba(split: str = "train") -> list[TatoebaPair]:

@@ -44,7 +44,8 @@ AUTOCAST = ("auto", "bf16", None)  # TatoebaTrainConfig.autocast's settings
 class TatoebaTrainConfig:
     minutes: float = 60.0  # wall-clock budget, evaluations included
     max_tokens: int = 6000  # padded source + target tokens per batch (per rank)
-    lr_factor: float = 0.5  # multiplies the paper's schedule (peak ~1.4e-3 here)
+    lr_factor: float = 0.5  # multiplies the paper's schedule: the peak, at the end of
+    # warm-up, is 0.5 * 256**-0.5 * 400**-0.5 = 1.5625e-3 here (d_model 256)
     warmup: int = 400  # steps
     cooldown: float = 0.2  # over the last fifth of the budget the learning rate falls
     # linearly to 0 (a time budget has a known end: anneal into it, Hägele et al. 2024)
@@ -61,11 +62,13 @@ class TatoebaTrainConfig:
     # how a step runs (the same update, faster; bench --tatoeba --recipes measures each)
     fused_adam: bool = True  # Adam's update in one fused kernel (CPU and CUDA)
     autocast: str | None = "auto"  # "bf16": forward under torch.autocast in bfloat16
-    # (the matmuls, and the written-out attention's softmax, in bf16); the weights,
-    # Adam's state, the residual stream, LayerNorm and the loss stay float32.
-    # None: all float32. "auto": bf16 where the device multiplies it natively (a CPU
-    # with AVX-512 BF16 or AMX, an Ampere or later GPU), else float32: a CPU without
-    # it emulates bf16, and a step took ~8x float32's time on an AVX2 one
+    # (the matmuls in bf16; the attention's softmax, written out (fast=False), gets the
+    # bf16 scores of a matmul and CPU autocast leaves it in bf16, where CUDA autocast
+    # computes softmax in float32); the weights, Adam's state, the residual stream,
+    # LayerNorm and the loss stay float32. None: all float32. "auto": bf16 where the
+    # device multiplies it natively (a CPU with AVX-512 BF16 or AMX, an Ampere or later
+    # GPU), else float32: a CPU without it emulates bf16, and a step took ~8x float32's
+    # time on an AVX2 one
     sync_every: int = 1  # read the step losses back (and, under DDP, rank 0's clock)
     # every this many steps: each read waits for a GPU to finish its queue; a CPU
     # computes in order anyway. Under DDP the learning rate's cool-down factor then

@@ -190,7 +190,10 @@ def translator_widget(
 def tatoeba_widget(model: Transformer | None = None, tok=None, text: str = "",
                    examples: list[str] | None = None):  # fmt: skip
     """Chapter 12's widget: the shipped Tatoeba model (default), any Japanese text,
-    greedy or beam search with the paper's length penalty α as controls."""
+    greedy or beam search with the length penalty α as controls, starting at the
+    decoding chosen on dev (``tatoeba_train.DEFAULT_BEAM`` / ``DEFAULT_ALPHA``)."""
+    from ..tatoeba_train import DEFAULT_ALPHA, DEFAULT_BEAM
+
     if model is None:
         from ..tatoeba_train import load_tatoeba_checkpoint
 
@@ -198,7 +201,7 @@ def tatoeba_widget(model: Transformer | None = None, tok=None, text: str = "",
     examples = list(examples or [])
     widget = _widget_class()(kind="tatoeba", model_dir="tatoeba",
                              text=text or (examples[0] if examples else ""),
-                             examples=examples, beam=4, alpha=0.6, max_beam=8,
-                             lazy=True)  # fmt: skip
+                             examples=examples, beam=DEFAULT_BEAM, alpha=DEFAULT_ALPHA,
+                             max_beam=max(8, DEFAULT_BEAM), lazy=True)  # fmt: skip
     _answer(widget, lambda t, beam, alpha: tatoeba_view(model, tok, t, beam, alpha))
     return widget

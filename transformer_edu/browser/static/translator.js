@@ -644,10 +644,11 @@ async function render({ model, el }) {
   }
   beam.value = String(model.get("beam"));
   const controls = h("div", { class: "tedu-row tedu-controls" }, control(W.beam, beam));
-  const alpha = h("input", { type: "range", min: "0", max: "1.5", step: "0.1", class: "tedu-alpha" });
+  // 0 to 2 in steps of 0.05: every alpha of the dev sweep (scripts/sweep_tatoeba_decoding.py)
+  const alpha = h("input", { type: "range", min: "0", max: "2", step: "0.05", class: "tedu-alpha" });
   const alphaShown = h("output", { class: "tedu-alpha-value" });
   alpha.value = String(model.get("alpha"));
-  alphaShown.textContent = Number(alpha.value).toFixed(1);
+  alphaShown.textContent = Number(alpha.value).toFixed(2);
   if (tatoeba) controls.append(control(W.alpha, alpha), alphaShown);
   const examples = h("div", { class: "tedu-examples" }, h("span", { class: "tedu-label" }, W.try));
   for (const ex of model.get("examples")) {
@@ -695,7 +696,7 @@ async function render({ model, el }) {
   button.addEventListener("click", run);
   beam.addEventListener("change", run);
   alpha.addEventListener("input", () => {
-    alphaShown.textContent = Number(alpha.value).toFixed(1);
+    alphaShown.textContent = Number(alpha.value).toFixed(2);
   });
   alpha.addEventListener("change", run);
   input.addEventListener("keydown", (e) => {
