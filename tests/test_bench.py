@@ -152,6 +152,9 @@ def test_bench_ddp_quick_launches_one_and_two_ranks(capsys):
         (["--ddp", "--device", "cuda"], "--ddp runs on the CPU"),
         (["--tatoeba", "--steps", "0"], "steps=0 must be an integer >= 1"),
         (["--steps", "3"], "are for --tatoeba or --ddp"),
+        (["--limit", "3"], "--limit is for --decoding"),
+        (["--decoding", "--steps", "3"], "--decoding takes --limit and --threads"),
+        (["--decoding", "--limit", "0"], "--limit 0 must be at least 1"),
     ],
 )
 def test_bench_bad_options_exit_2_with_one_line(capsys, argv, message):
@@ -176,3 +179,17 @@ def test_bench_tatoeba_recipes_quick_compares_each_change_with_the_first(capsys)
 def test_bench_tatoeba_curves_quick_prints_each_recipes_loss(capsys):
     code, out, _ = _run(capsys, "bench", "--tatoeba", "--curves", "4", "--quick")
     assert code == 0 and "largest gap of '+ bf16 autocast'" in out
+
+
+def test_bench_decoding_quick_compares_the_cache_and_greedy_side_by_side(capsys):
+    """Beam 4 over 6 test sentences, with and without the cache, and greedy: the
+    cached search gives the uncached one's translations, and the ratios print."""
+    code, out, err = _run(capsys, "bench", "--decoding", "--quick")
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert "test split, 6 sentences in 2 chunks; beam 4, alpha 0.6" in lines[0]
+    assert "one sentence at a time, no cache" in lines[1]
+    assert lines[2] == "same translations, cached vs uncached: 6 of 6"
+    assert float(lines[3].removeprefix("beam 4 / greedy time: ")) > 0
+    prefix = "cached beam search speed-up over uncached: "
+    assert lines[-1].startswith(prefix) and float(lines[-1][len(prefix) :]) > 0

@@ -3,7 +3,13 @@ import torch
 from _toy import tiny_trained
 
 from transformer_edu.data import Vocab
-from transformer_edu.decoding import beam_search, greedy_decode, translate
+from transformer_edu.decoding import (
+    beam_search,
+    beam_search_batch,
+    greedy_decode,
+    reorder_cache,
+    translate,
+)
 from transformer_edu.model import make_model
 
 
@@ -147,14 +153,135 @@ def test_beam_search_length_penalty_prefers_the_longer_hypothesis():
     log .35 / 1 = -1.0498 against log .2786 / (10/6) ** .6 = -1.2781 / 1.3586 = -0.9407.
     """
     src = torch.zeros(1, 3, dtype=torch.long)
-    plain = beam_search(_ScriptedModel(), src, beam_size=3, alpha=0.0, max_len=10)
+    kw = dict(beam_size=3, max_len=10, use_cache=False)  # the table reads the prefix
+    plain = beam_search(_ScriptedModel(), src, alpha=0.0, **kw)
     assert plain[0][0] == [Vocab.EOS]
     assert plain[0][1] == pytest.approx(-1.049822, abs=1e-5)
     assert [3, 3, 3, 3, Vocab.EOS] not in [h for h, _ in plain]
-    pen = beam_search(_ScriptedModel(), src, beam_size=3, alpha=0.6, max_len=10)
+    pen = beam_search(_ScriptedModel(), src, alpha=0.6, **kw)
     assert pen[0][0] == [3, 3, 3, 3, Vocab.EOS]
     assert pen[0][1] == pytest.approx(-0.940692, abs=1e-5)
     assert pen[1] == ([Vocab.EOS], pytest.approx(-1.049822, abs=1e-5))
+
+
+# --- beam search with the KV cache (issue 30) -------------------------------------
+
+
+def _same_hyps(a, b):
+    """The same hypotheses in the same order, scores equal to float32 rounding (the
+    paths sum the same log-probabilities computed by different kernels)."""
+    assert [h for h, _ in a] == [h for h, _ in b]
+    assert [s for _, s in a] == pytest.approx([s for _, s in b], abs=1e-4)
+
+
+@pytest.mark.parametrize(("K", "alpha"), [(4, 0.0), (4, 0.6), (16, 0.0)])
+def test_cached_and_batched_beam_search_equal_the_uncached_on_the_toy_test_set(
+    K, alpha
+):
+    """The readable reference (no cache, one sentence), the same with the cache, and
+    the batched fast path find the same hypotheses, in the same order, on every
+    sentence of the toy model's test split."""
+    from transformer_edu.checkpoint import toy_model
+    from transformer_edu.data import load_corpus, make_batch
+
+    model, sv, tv = toy_model(progress=False)
+    pairs = load_corpus("test")
+    batched = beam_search_batch(model, make_batch(pairs, sv, tv).src, K,
+                                alpha=alpha, max_len=40)  # fmt: skip
+    for p, fast in zip(pairs, batched, strict=True):
+        src = torch.tensor([sv.encode(p.src)])
+        ref = beam_search(model, src, K, alpha=alpha, max_len=40, use_cache=False)
+        cached = beam_search(model, src, K, alpha=alpha, max_len=40)
+        _same_hyps(cached, ref)
+        _same_hyps(fast, ref)
+
+
+def test_batched_beam_search_on_a_tatoeba_sample_equals_the_uncached():
+    """The shipped model, 20 dev sentences of every length, beam 4 with α = 0.6 and
+    α = 0: translate_batch's fast path (two batches, per-sentence length limits)
+    gives the reference's translation of each."""
+    from transformer_edu.tatoeba import load_tatoeba, normalise
+    from transformer_edu.tatoeba_train import load_tatoeba_checkpoint, translate_batch
+
+    model, tok, _ = load_tatoeba_checkpoint()
+    dev = sorted(load_tatoeba("dev"), key=lambda p: len(p.ja))
+    ja = [p.ja for p in dev[:: len(dev) // 20][:20]]
+    for alpha in (0.6, 0.0):
+        fast = translate_batch(model, tok, ja, 4, alpha, beam_rows=40)
+        for s, out in zip(ja, fast, strict=True):
+            src = torch.tensor([tok.encode(normalise(s))])
+            ref = beam_search(model, src, 4, alpha=alpha, max_len=src.size(1) + 50,
+                              use_cache=False)  # fmt: skip
+            assert out == tok.decode(ref[0][0]), (alpha, s)
+
+
+def test_reorder_cache_takes_each_row_from_its_parent():
+    k = torch.arange(3.0)[:, None, None, None].expand(3, 2, 4, 5)  # row r holds r
+    cache = [{"self_kv": (k, -k), "memory_kv": (k + 10, k + 20)}]
+    reorder_cache(cache, torch.tensor([2, 2, 0]))
+    assert cache[0]["self_kv"][0][:, 0, 0, 0].tolist() == [2, 2, 0]
+    assert cache[0]["self_kv"][1][:, 0, 0, 0].tolist() == [-2, -2, 0]
+    assert cache[0]["memory_kv"][0][:, 0, 0, 0].tolist() == [12, 12, 10]
+    reorder_cache(cache, torch.tensor([1, 0, 2]), memory=False)
+    assert cache[0]["self_kv"][0][:, 0, 0, 0].tolist() == [2, 2, 0]
+    assert cache[0]["memory_kv"][0][:, 0, 0, 0].tolist() == [12, 12, 10]
+
+
+def test_a_cache_not_reordered_after_reselection_changes_the_search():
+    """Without the reorder, each row keeps the keys/values of the prefix that used to
+    sit there: the cached search then differs from the reference (the classic bug)."""
+    import transformer_edu.decoding as decoding
+
+    model, sv, tv, _, pairs = tiny_trained()
+    srcs = [torch.tensor([sv.encode(p.src)]) for p in pairs[:30]]
+    kw = dict(beam_size=4, max_len=20)
+    right = [beam_search(model, s, **kw) for s in srcs]
+    real = decoding.reorder_cache
+
+    def forgetful(cache, order, memory=True):  # the bug: each row stays where it was
+        rows = cache[0]["self_kv"][0].size(0)  # (only the first step's one is copied)
+        return real(cache, torch.arange(len(order)).clamp(max=rows - 1))
+
+    decoding.reorder_cache = forgetful
+    try:
+        wrong = [beam_search(model, s, **kw) for s in srcs]
+    finally:
+        decoding.reorder_cache = real
+    def differ(a, b):
+        return [h for h, _ in a] != [h for h, _ in b] or any(
+            abs(x - y) > 1e-3 for (_, x), (_, y) in zip(a, b, strict=True)
+        )
+
+    assert sum(differ(w, r) for w, r in zip(wrong, right, strict=True)) >= 3
+
+
+def test_the_beam_keeps_k_live_prefixes_when_some_candidates_end():
+    """2K candidates: an EOS among the first K finishes, and the beam is still filled
+    with K prefixes that did not end. After BOS the best are b (.36), EOS (.35) and
+    a (.29): with K = 2, EOS finishes and b and a stay live (with only the K best
+    candidates, b alone would)."""
+    src = torch.zeros(1, 3, dtype=torch.long)
+    model = _ScriptedModel()
+    seen = []
+    decode = model.decode
+
+    def spy(ys, memory, src_mask):
+        seen.append(ys.size(0))
+        return decode(ys, memory, src_mask)
+
+    model.decode = spy
+    found = beam_search(model, src, beam_size=2, alpha=0.6, max_len=10,
+                        use_cache=False)  # fmt: skip
+    assert seen[:2] == [1, 2] and [Vocab.EOS] in [h for h, _ in found]
+
+
+def test_beam_search_batch_checks_its_arguments():
+    model, sv, tv, _, pairs = tiny_trained()
+    src = _src(sv, pairs, 2)
+    with pytest.raises(ValueError, match="max_len has 3 limits for 2 sentences"):
+        beam_search_batch(model, src, 4, max_len=[10, 10, 10])
+    with pytest.raises(ValueError, match="beam_size=0 must be at least 1"):
+        beam_search_batch(model, src, 0)
 
 
 # --- the meta device: tensors made on the wrong device (issue 12) ------------------

@@ -246,6 +246,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     if args.tatoeba or args.ddp:
         return _bench_tatoeba(args)
+    if args.decoding:
+        return _bench_decoding(args)
+    if args.limit is not None:
+        raise ValueError("--limit is for --decoding")
     if args.steps is not None or args.device or args.nproc is not None:
         raise ValueError("--steps, --device and --nproc are for --tatoeba or --ddp")
     if args.toy:
@@ -261,6 +265,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
         cfg = BenchConfig(vocab=50, d_model=32, n_heads=4, n_layers=2, d_ff=64,
                           batch=4, length=8, reps=2, decode_tokens=8)  # fmt: skip
     run(cfg)
+    return 0
+
+
+def _bench_decoding(args: argparse.Namespace) -> int:
+    from .bench_decoding import DecodingBenchConfig, run_decoding
+
+    if args.steps is not None or args.nproc is not None or args.reps is not None:
+        raise ValueError("--decoding takes --limit and --threads")
+    if args.device not in (None, "cpu"):
+        raise ValueError(f"--device {args.device}: --decoding runs on the CPU")
+    limit = 6 if args.quick and args.limit is None else args.limit
+    if limit is not None and limit < 1:
+        raise ValueError(f"--limit {limit} must be at least 1")
+    cfg = DecodingBenchConfig(limit=limit, chunk=3 if args.quick else 128)
+    run_decoding(cfg)
     return 0
 
 
@@ -404,7 +423,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser(
         "bench",
-        help="ours vs nn.Transformer train step; KV-cache speed-up; --tatoeba, --ddp",
+        help="ours vs nn.Transformer train step; KV-cache speed-up; --tatoeba, --ddp, "
+        "--decoding",
     )
     which = b.add_mutually_exclusive_group()
     which.add_argument("--tatoeba", action="store_true",
@@ -413,6 +433,10 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--ddp", action="store_true",
                        help="tokens/s of 1 rank vs --nproc ranks under "
                             "torch.distributed.run (gloo, CPU)")  # fmt: skip
+    which.add_argument("--decoding", action="store_true",
+                       help="the shipped Tatoeba model: beam 4 (alpha 0.6) over the "
+                            "test split with the KV cache (batched) vs without (one "
+                            "sentence at a time), and vs greedy, side by side")  # fmt: skip
     which.add_argument("--toy", action="store_true",
                        help="the default toy model's training time and exact match "
                             "against the previous recipe, alternating, seeds 0 to "
@@ -427,6 +451,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--steps", type=int, help="timed steps (--tatoeba, --ddp; default 30)"
     )
     b.add_argument("--nproc", type=int, help="ranks compared with 1 (--ddp; default 2)")
+    b.add_argument("--limit", type=int,
+                   help="--decoding: only the first N test pairs")  # fmt: skip
     b.add_argument("--device", help="cpu or cuda (--tatoeba; default cpu)")
     b.add_argument("--recipes", action="store_true",
                    help="--tatoeba: tokens/s of the training recipe change by change "

@@ -123,6 +123,20 @@ def length_penalty(length: int, alpha: float) -> float:
     return ((5 + length) / 6) ** alpha
 
 
+def reorder_cache(cache: list[dict], order: Tensor, memory: bool = True) -> list[dict]:
+    """Row ``i`` of every cached key/value becomes row ``order[i]``: after a beam step,
+    the surviving prefixes' parents (fairseq's ``reorder_incremental_state``). In place.
+
+    ``memory=False`` leaves the cross-attention keys/values alone: right when rows only
+    move within a sentence, whose rows of the memory are all equal.
+    """
+    for layer in cache:
+        for name, (k, v) in layer.items():
+            if memory or name != "memory_kv":
+                layer[name] = (k.index_select(0, order), v.index_select(0, order))
+    return cache
+
+
 @torch.no_grad()
 def beam_search(
     model: Transformer,
@@ -132,14 +146,22 @@ def beam_search(
     eos_id: int = Vocab.EOS,
     max_len: int = 50,
     alpha: float = 0.0,
+    use_cache: bool = True,
 ) -> list[tuple[list[int], float]]:
-    """Keep the ``beam_size`` most probable prefixes at each step (one sentence).
+    """Keep the ``beam_size`` (K) most probable prefixes at each step (one sentence).
 
     Returns finished hypotheses (ids without BOS, EOS included) with their score, best
     first. The score is the summed log-probability divided by the length penalty
-    ``length_penalty(len, alpha)`` (the paper's α = 0.6; 0 = none). Without a penalty
-    the search stops once no live prefix can beat the best finished one (log-probs
-    only fall as a sequence grows); with one, once ``beam_size`` hypotheses finished.
+    ``length_penalty(len, alpha)`` (the paper's α = 0.6; 0 = none).
+
+    Each step ranks the 2K best extensions of the live prefixes (as tensor2tensor and
+    fairseq do): those among the first K that end in EOS finish, and the first K that do
+    not stay live, so the beam stays K wide. A live prefix is dropped once it cannot
+    beat the best finished hypothesis any more: its log-probability only falls and its
+    penalty grows at most to ``length_penalty(max_len, alpha)``. The search stops when
+    no prefix is live, or after ``max_len`` tokens (the live prefixes then count as
+    finished). ``use_cache`` reuses past keys/values, reordered by the surviving
+    parents at every step (``reorder_cache``); the result is the same.
 
     Shape: src (1, S) token ids.
     """
@@ -153,39 +175,44 @@ def beam_search(
     model.eval()
     try:
         memory, src_mask = model.encode(src)
-        ys = torch.full((1, 1), bos_id, dtype=torch.long, device=src.device)  # (K, t)
-        scores = torch.zeros(1, device=src.device)  # (K,)
+        cache = model.decoder.new_cache() if use_cache else None
+        ys = torch.full((1, 1), bos_id, dtype=torch.long, device=src.device)  # (k, t)
+        scores = torch.zeros(1, device=src.device)  # (k,) summed log-probabilities
         finished: list[tuple[list[int], float]] = []
+        best_done = float("-inf")
+        lp_max = length_penalty(max_len, alpha)  # the largest penalty an output gets
         for _ in range(max_len):
-            K = ys.size(0)
+            k = ys.size(0)
             logp = _next_log_probs(
                 model,
                 ys,
-                memory.expand(K, -1, -1),
-                src_mask.expand(K, -1, -1, -1),
-                None,
-            )  # (K, V)
-            total = (scores[:, None] + logp).flatten()  # (K * V,)
-            top, idx = total.topk(min(beam_size, total.numel()))
+                memory.expand(k, -1, -1),
+                src_mask.expand(k, -1, -1, -1),
+                cache,
+            )  # (k, V)
+            total = (scores[:, None] + logp).flatten()  # (k * V,)
+            top, idx = total.topk(min(2 * beam_size, total.numel()))
             rows, toks = idx // logp.size(1), idx % logp.size(1)
             keep = []
-            for s, r, t in zip(top.tolist(), rows.tolist(), toks.tolist(), strict=True):
-                if t == eos_id:
+            for i, (s, r, t) in enumerate(
+                zip(top.tolist(), rows.tolist(), toks.tolist(), strict=True)
+            ):
+                if t == eos_id and i < beam_size:  # finished, if it made the top K
                     hyp = ys[r, 1:].tolist() + [t]
                     finished.append((hyp, s / length_penalty(len(hyp), alpha)))
-                else:
+                    best_done = max(best_done, finished[-1][1])
+                elif t != eos_id and len(keep) < beam_size:
                     keep.append((r, t, s))
-            if alpha == 0:
-                best_done = max((s for _, s in finished), default=float("-inf"))
-                keep = [k for k in keep if k[2] > best_done]
-            elif len(finished) >= beam_size:
-                break
+            # a live prefix whose best possible final score cannot win is dropped
+            keep = [c for c in keep if c[2] / lp_max > best_done]
             if not keep:
                 break
-            r_idx = torch.tensor([k[0] for k in keep], device=src.device)
-            t_idx = torch.tensor([[k[1]] for k in keep], device=src.device)
-            ys = torch.cat([ys[r_idx], t_idx], dim=1)
-            scores = torch.tensor([k[2] for k in keep], device=src.device)
+            r_idx = torch.tensor([c[0] for c in keep], device=src.device)
+            t_idx = torch.tensor([[c[1]] for c in keep], device=src.device)
+            ys = torch.cat([ys[r_idx], t_idx], dim=1)  # each survivor: parent + token
+            scores = torch.tensor([c[2] for c in keep], device=src.device)
+            if cache is not None:
+                reorder_cache(cache, r_idx)  # the keys/values of each one's parent
         else:
             finished += [
                 (y[1:], s / length_penalty(len(y) - 1, alpha))
@@ -194,6 +221,100 @@ def beam_search(
     finally:
         model.train(was_training)
     return sorted(finished, key=lambda h: -h[1])
+
+
+@torch.no_grad()
+def beam_search_batch(
+    model: Transformer,
+    src: Tensor,
+    beam_size: int = 4,
+    bos_id: int = Vocab.BOS,
+    eos_id: int = Vocab.EOS,
+    max_len: int | list[int] = 50,
+    alpha: float = 0.0,
+) -> list[list[tuple[list[int], float]]]:
+    """``beam_search`` of every sentence of a batch at once, with the KV cache: the
+    fast path (the same rules, the same hypotheses; the tests compare them).
+
+    Each sentence has K rows; a row that is not live scores -inf. The memory's keys
+    and values are projected once per sentence; the self-attention cache follows the
+    surviving parents; a sentence whose search has stopped leaves the batch.
+    ``max_len``: one limit for all, or one per sentence.
+
+    Shape: src (B, S) token ids, padded with PAD -> B lists of hypotheses, best first.
+    """
+    B, K = src.size(0), beam_size
+    limits = [max_len] * B if isinstance(max_len, int) else list(max_len)
+    if len(limits) != B:
+        raise ValueError(f"max_len has {len(limits)} limits for {B} sentences")
+    if K < 1:
+        raise ValueError(f"beam_size={beam_size} must be at least 1")
+    dev, inf = src.device, float("inf")
+    was_training = model.training
+    model.eval()
+    try:
+        memory, src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
+        rows = torch.arange(B, device=dev).repeat_interleave(K)  # (B*K,)
+        # the cross-attention keys/values, projected once per sentence, K rows each
+        cache = reorder_cache(model.decoder.new_cache(memory), rows)
+        src_mask = src_mask[rows]  # (B*K, 1, 1, S)
+        ys = torch.full((B * K, 1), bos_id, dtype=torch.long, device=dev)  # (n*K, t)
+        scores = torch.full((B, K), -inf, device=dev)  # (n, K) summed log-probs
+        scores[:, 0] = 0.0  # one live prefix per sentence at first: BOS
+        best_done = torch.full((B,), -inf, dtype=torch.float64, device=dev)
+        lp_max = torch.tensor([length_penalty(m, alpha) for m in limits],
+                              dtype=torch.float64, device=dev)  # fmt: skip
+        which = list(range(B))  # the input sentence of each block of K rows
+        finished: list[list[tuple[list[int], float]]] = [[] for _ in range(B)]
+        cand = torch.arange(2 * K, device=dev)  # (2K,)
+        for step in range(1, max(limits) + 1):
+            n = len(which)
+            logp = _next_log_probs(model, ys, None, src_mask, cache)  # (n*K, V)
+            V = logp.size(1)
+            total = (scores.view(-1, 1) + logp).view(n, K * V)
+            top, idx = total.topk(2 * K, dim=1)  # (n, 2K), best first
+            parent = idx // V + torch.arange(n, device=dev)[:, None] * K  # rows
+            toks = idx % V
+            ended, valid = toks == eos_id, top > -inf
+            # 1) candidates among the first K that end in EOS finish
+            for b, c in (ended & valid)[:, :K].nonzero().tolist():
+                hyp = ys[parent[b, c], 1:].tolist() + [eos_id]
+                s = float(top[b, c]) / length_penalty(len(hyp), alpha)
+                finished[which[b]].append((hyp, s))
+                best_done[b] = max(float(best_done[b]), s)
+            # 2) the first K that do not end in EOS stay live, in candidate order
+            pos = (cand + (ended | ~valid) * 2 * K).topk(K, dim=1, largest=False)[1]
+            s_live = top.gather(1, pos)  # (n, K)
+            keep = (~ended & valid).gather(1, pos)
+            # 3) dropped once they cannot beat the best finished hypothesis
+            keep &= s_live.double() / lp_max[:, None] > best_done[:, None]
+            scores = s_live.masked_fill(~keep, -inf)
+            order = parent.gather(1, pos)  # (n, K) the parent row of each survivor
+            ys = torch.cat([ys[order.flatten()], toks.gather(1, pos).view(-1, 1)], 1)
+            # 4) a sentence stops with no live prefix, or at its length limit
+            live = keep.any(dim=1).tolist()
+            stay = [b for b in range(n) if live[b] and limits[which[b]] > step]
+            for b in range(n):
+                if live[b] and limits[which[b]] == step:
+                    for k in keep[b].nonzero()[:, 0].tolist():
+                        y = ys[b * K + k, 1:].tolist()
+                        s = float(scores[b, k]) / length_penalty(len(y), alpha)
+                        finished[which[b]].append((y, s))
+            if not stay:
+                break
+            if len(stay) < n:  # finished sentences leave the batch
+                kept = torch.tensor(stay, device=dev)
+                rows = (kept[:, None] * K + torch.arange(K, device=dev)).flatten()
+                order = order[kept]
+                ys, src_mask = ys[rows], src_mask[rows]
+                scores, best_done, lp_max = scores[kept], best_done[kept], lp_max[kept]
+                which = [which[b] for b in stay]
+                reorder_cache(cache, order.flatten())
+            else:  # rows moved only within their sentence: the memory's K/V stay
+                reorder_cache(cache, order.flatten(), memory=False)
+    finally:
+        model.train(was_training)
+    return [sorted(f, key=lambda h: -h[1]) for f in finished]
 
 
 @torch.no_grad()

@@ -96,8 +96,15 @@ class Decoder(_Stack):
 
     layer_cls = DecoderLayer
 
-    def new_cache(self) -> list[dict]:
-        return [{} for _ in self.layers]
+    def new_cache(self, memory: Tensor | None = None) -> list[dict]:
+        """One dict per layer; given ``memory`` (B, S, D), the cross-attention keys and
+        values are projected now, once (beam search copies them to its K rows)."""
+        if memory is None:
+            return [{} for _ in self.layers]
+        return [
+            {"memory_kv": layer.cross_attn.project_kv(memory, memory)}
+            for layer in self.layers
+        ]
 
     def forward(
         self,

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from .data import Vocab
-from .decoding import greedy_decode
+from .decoding import beam_search_batch, greedy_decode
 from .metrics import Score, bleu, chrf
 from .model import Transformer, make_model
 from .tatoeba import (
@@ -236,31 +236,31 @@ def translate_batch(
     beam: int = 1,
     alpha: float = 0.6,
     batch_size: int = 128,
+    beam_rows: int = 512,
 ) -> list[str]:
-    """English for each Japanese sentence: greedy (``beam=1``, batched) or beam search
-    with the paper's length penalty ``alpha``; at most source length + 50 tokens."""
+    """English for each Japanese sentence: greedy (``beam=1``) or beam search with the
+    paper's length penalty ``alpha``; at most source length + 50 tokens. Sentences
+    are batched by length: ``batch_size`` of them, or with a beam as many as make
+    ``beam_rows`` prefixes (``decoding.beam_search_batch``, the KV-cache fast path)."""
     device = next(model.parameters()).device
     sentences = [normalise(s) for s in sentences]
-    out: list[str] = []
-    if beam > 1:
-        from .decoding import beam_search
-
-        for s in sentences:
-            src = torch.tensor([tok.encode(s)], device=device)
-            ids, _ = beam_search(model, src, beam, alpha=alpha,
-                                 max_len=src.size(1) + 50)[0]  # fmt: skip
-            out.append(tok.decode(ids))
-        return out
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    size = batch_size if beam == 1 else max(1, min(batch_size, beam_rows // beam))
     texts: dict[int, str] = {}
-    for i in range(0, len(order), batch_size):
-        chunk = order[i : i + batch_size]
+    for i in range(0, len(order), size):
+        chunk = order[i : i + size]
         ids = tok.encode_batch([sentences[j] for j in chunk])
         src = torch.full((len(ids), max(map(len, ids))), Vocab.PAD, dtype=torch.long)
         for r, row in enumerate(ids):
             src[r, : len(row)] = torch.tensor(row)
-        decoded = greedy_decode(model, src.to(device), max_len=src.size(1) + 50)
-        for j, row in zip(chunk, decoded.tokens, strict=True):
+        if beam > 1:
+            hyps = beam_search_batch(model, src.to(device), beam, alpha=alpha,
+                                     max_len=[len(row) + 50 for row in ids])  # fmt: skip
+            outputs = [h[0][0] for h in hyps]
+        else:
+            decoded = greedy_decode(model, src.to(device), max_len=src.size(1) + 50)
+            outputs = decoded.tokens
+        for j, row in zip(chunk, outputs, strict=True):
             texts[j] = tok.decode(row)
     return [texts[i] for i in range(len(sentences))]
 
