@@ -74,11 +74,26 @@ def _number(v):
     return f if _math.isfinite(f) else None
 
 
+def _elementwise(v):
+    size = v.numel() if hasattr(v, "numel") else getattr(v, "size", None)  # torch, NumPy
+    return getattr(v, "ndim", 0) > 0 and isinstance(size, int) and size > 1
+
+
 class _Margins:
     def __init__(self, path):
         self.path, self.rows = path, []
 
     def compare(self, key, source, values, ops):
+        if len(ops) == 1 and any(_elementwise(v) for v in values):
+            # a tensor or array compared element by element: the assert reduces the
+            # result (.all(), .any()) and judges it, so it gets the result back (if
+            # the reduction fails, the cell's error is reported)
+            result = _HOLDS[ops[0]](*values)
+            self.rows.append({{"key": key, "source": source, "op": "elementwise",
+                               "ok": True}})
+            with open(self.path, "w") as f:
+                _json.dump(self.rows, f)
+            return result
         for a, op, b in zip(values, ops, values[1:]):
             try:
                 ok = bool(_HOLDS[op](a, b))
@@ -109,6 +124,11 @@ class _Rewrite(ast.NodeTransformer):
         self.inside += 1
         node.test = self.visit(node.test)
         self.inside -= 1
+        return node
+
+    def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
+        # a comprehension's `if` filters which items the assert looks at: not a claim
+        node.iter = self.visit(node.iter)
         return node
 
     def visit_Compare(self, node: ast.Compare) -> ast.AST:
@@ -236,7 +256,8 @@ def summarise(results: dict[str, dict[str, list[dict]]]) -> list[dict]:
                 else ""
             )  # fmt: skip
             for p in entry["paths"].values():
-                p.pop("sides")
+                sides = p.pop("sides")
+                p["sides"] = list(sides[0]) if sides else None  # the first occurrence
             table.append(entry)
     return table
 

@@ -76,3 +76,23 @@ def test_the_summary_flags_failures_thin_margins_and_margins_within_the_spread()
     flags = {t["chapter"]: t["flag"] for t in margins.summarise(results)}
     # "moves": 0.2 of margin, but the paths moved a side by 0.3
     assert flags == {"fails": "FAILS", "thin": "thin", "moves": "thin", "safe": ""}
+
+
+def test_elementwise_comparisons_and_comprehension_filters_keep_their_meaning(
+    tmp_path, monkeypatch
+):
+    """A tensor compared element by element goes back to the assert that reduces it
+    (recorded as elementwise, not as a margin); a comprehension's `if` is not a claim."""
+    source = (
+        "import torch\n"
+        "w = torch.tensor([0.0, 0.5, 1.0])\n"
+        "assert (w >= 0).all() and (w == 0).any()\n"
+        "assert all(0.1 < v < 10 for v, g in [(1.0, 0.5), (50.0, 2.0)] if g <= 1)\n"
+    )
+    rows = _run(source, tmp_path, monkeypatch)
+    assert [(r["source"], r["op"], r["ok"]) for r in rows] == [
+        ("w >= 0", "elementwise", True),
+        ("w == 0", "elementwise", True),  # the assert's .any() judges it
+        ("0.1 < v < 10", "<", True),
+        ("0.1 < v < 10", "<", True),
+    ]
