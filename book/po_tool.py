@@ -13,7 +13,9 @@ loses its fuzzy flag; msgids the catalogue no longer holds are listed.
 and fuzzy messages (every message with ``--all``); ``load`` takes the same list back
 (``n`` and ``msgstr``; ``msgid`` must match, as a guard) and clears the fuzzy flag of
 each message it fills; ``check`` runs the catalogue's checks of tests/test_i18n.py
-(roles, math and code kept; glossary terms used) and prints what fails.
+(roles, math and code kept; glossary terms used; the house style of
+locale/ja/STYLE.md as far as book/ja_style.py can see it, glosses across the book
+included) and prints what fails.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ def apply(name: str, table: dict[str, str]) -> tuple[int, list[str]]:
 def check(name: str) -> list[str]:
     sys.path.insert(0, str(ROOT / "tests"))
     sys.path.insert(0, str(ROOT / "book"))
-    from test_i18n import glossary_misses, kept
+    from test_i18n import book_gloss_problems, glossary_misses, kept, style_problems
 
     _, catalog = _read(name)
     problems = []
@@ -100,6 +102,8 @@ def check(name: str) -> list[str]:
         problems += glossary_misses(
             [(name, m.id, m.string) for m in catalog if m.id and m.string]
         )
+        problems += [f"{n}: {p}" for n, p in book_gloss_problems() if n == name]
+    problems += style_problems(name, catalog)
     return problems
 
 

@@ -5,6 +5,7 @@ book/ja_notebooks.py)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections import Counter
@@ -14,6 +15,7 @@ from pathlib import Path
 import editions
 import i18n
 import ja_notebooks
+import ja_style
 import pytest
 from babel.messages.pofile import read_po
 from sync_colab import colab_link, repository, toc_files  # book/ is on pythonpath
@@ -155,7 +157,7 @@ def glossary_misses(pairs) -> list[str]:
     for name, msgid, msgstr in pairs:
         if i18n.is_math_only(msgid):
             continue  # display math: its TeX is not prose
-        text = NOT_PROSE.sub(" ", msgid)
+        text = NOT_PROSE.sub(" ", ja_style.without_difficulty(msgid))
         for term, pattern in patterns:
             if pattern.search(text) and term["ja"] not in msgstr:
                 misses.append(f"{name}: {term['en']} -> {term['ja']}: {msgid[:60]!r}")
@@ -168,7 +170,15 @@ def test_each_glossary_term_is_used_for_its_english_term():
         for name, m in messages()
         if m.string and name != i18n.FIGURES_DOMAIN
     ]
-    misses = glossary_misses(pairs)
+    decided = {t["en"] for t in editions.glossary_terms() if "not" in t}
+    misses = [
+        miss
+        for miss in glossary_misses(pairs)
+        if not (
+            not_yet_edited(miss.split(": ", 1)[0])
+            and miss.split(": ")[1].split(" -> ")[0] in decided
+        )
+    ]
     assert not misses, f"{len(misses)} messages without their glossary term:\n" + (
         "\n".join(misses[:40])
     )
@@ -201,6 +211,292 @@ def test_the_glossary_is_one_term_each():
     terms = editions.glossary_terms()
     ens = [t["en"].lower() for t in terms]
     assert len(ens) == len(set(ens)), "an English term twice in the glossary"
+
+
+# --- the house style (book/ja_style.py; locale/ja/STYLE.md) ----------------------------
+
+# The pages the editorial pass of issue 33 has not reached yet: chapters 10-13 (chapter
+# 12 becomes two) and the teachers' guide were being rewritten in English while the
+# rest was edited. The house-style, gloss, glue-twin and English-run checks skip them,
+# and so does the glossary check for the terms that edit decided (those with a `not`
+# list). Round two edits them and empties this list.
+NOT_YET_EDITED = [
+    "chapters/10_",
+    "chapters/11_",
+    "chapters/12",
+    "chapters/13",
+    "chapters/14",
+    "teachers_guide",
+]
+
+
+def not_yet_edited(page: str) -> bool:
+    return page.startswith(tuple(NOT_YET_EDITED))
+
+
+def rejected_renderings() -> dict[str, str]:
+    """The glossary's ``not`` renderings -> the term to use instead."""
+    return {
+        variant: term["ja"]
+        for term in editions.glossary_terms()
+        for variant in term.get("not", [])
+    }
+
+
+def style_problems(name: str, catalog) -> list[str]:
+    """The house-style breaches of one catalogue (figures.po: of the strings whose
+    first page has been edited)."""
+    rejected = rejected_renderings()
+    out = []
+    for m in catalog:
+        if not m.id or not m.string or i18n.is_math_only(m.id):
+            continue
+        if name == i18n.FIGURES_DOMAIN:
+            pages = [loc for loc, _ in m.locations]
+            if pages and not_yet_edited(pages[0]):
+                continue
+            # a figure's words: counters, colons, 長音, variants (no glosses to check)
+            found = [
+                p
+                for p in ja_style.message_problems(m.id, m.string, rejected)
+                if not p.startswith(("gloss", "example", "ends with"))
+            ]
+        else:
+            found = ja_style.message_problems(m.id, m.string, rejected)
+        out += [f"{name}: {p}: {m.string[:50]!r}" for p in found]
+    return out
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in sorted(catalogues()) if not not_yet_edited(n)], ids=str
+)
+def test_catalogue_keeps_the_house_style(name):
+    problems = style_problems(name, catalogues()[name])
+    assert not problems, (
+        f"{len(problems)} breaches of locale/ja/STYLE.md (python book/po_tool.py "
+        f"check {name}):\n" + "\n".join(problems[:40])
+    )
+
+
+def book_gloss_problems() -> list[tuple[str, str]]:
+    cats = catalogues()
+    order = ["intro", *[p for p in PAGES if p != "intro"]]
+    return ja_style.book_glosses(
+        [
+            (name, [(m.id, m.string) for m in cats[name] if m.id and m.string])
+            for name in order
+            if name in cats
+        ],
+        editions.glossary_terms(),
+    )
+
+
+def test_glosses_stand_at_first_appearance_or_in_the_defining_chapter():
+    problems = [
+        f"{name}: {p}" for name, p in book_gloss_problems() if not not_yet_edited(name)
+    ]
+    assert not problems, f"{len(problems)} glosses too many:\n" + "\n".join(problems)
+
+
+def test_the_style_checks_can_fail():
+    check = ja_style.message_problems
+    assert check("Two heads.", "二つのヘッド。") == []
+    assert check("Two heads.", "2 つのヘッド。") == [
+        "counter: 「2 つ」 -> 漢数字 (一つ、二つ)"
+    ]
+    assert check("Run it twice.", "二回実行する。")[0].startswith("counter: 「二回」")
+    assert check("The scores:", "スコアは次のとおり。") == [
+        "ends with ':' in English: end with 「：」"
+    ]
+    assert check("Try it: a mask", "試してみる：マスク") == [
+        "'Try it' heading: 「試してみよう」"
+    ]
+    assert check("**Warm-up.** Do it.", "**（基本）** やってみよ。") == []
+    assert check("**(harder)** Do it.", "（**やや難**）やってみよ。")[0].startswith(
+        "exercise label"
+    )
+    assert check("**Seeds (hard).** Do.", "**シード（発展）。** せよ。") == []
+    assert ja_style.without_difficulty("**BatchNorm (warm-up).** x") == (
+        "**BatchNorm ** x"
+    )
+    assert ja_style.without_difficulty("**Without warm-up.** x") == (
+        "**Without warm-up.** x"
+    )
+    assert check("**The floor.** Do.", "**下限** せよ。")[0].startswith("run-in title")
+    assert check("It reads 私 first.", "最初に 私 を読む。") == [
+        "example not in 「」: 私"
+    ]
+    assert check("It reads 私 first.", "最初に「私」を読む。") == []
+    assert check("A slider.", "スライダー。") == [
+        "長音: 「スライダー」 -> 「スライダ」"
+    ]
+    assert check("Real data.", "本物のデータ。")[0].startswith("translationese")
+    assert check("Held out.", "取り置いた文。", {"取り置": "評価用"}) == [
+        "glossary: 「取り置」 -> 「評価用」"
+    ]
+    glossed = "残差接続（residual connection）と層正規化（layer normalization）"
+    assert check("x", glossed + "。") == []
+    assert len(check("x", glossed + "と教師強制（teacher forcing）。")) == 1
+    assert check("x", "トークン（token）ID。") == [
+        "gloss inside a compound or before a number: （token）I",
+        "gloss after a katakana word (it is the English already): （token）",
+        "gloss of a common word: （token）",
+    ]
+    assert check("x", "演習（exercise）4 で問う。")[0].startswith("gloss inside")
+    assert check("code", "`f(x)`（`x` は code）と $a$（size）。") == []
+    terms = [{"en": "residual connection", "ja": "残差接続", "chapter": 7}]
+    pages = [
+        ("intro", [("a", "残差接続（residual connection）。")]),
+        ("chapters/05_x", [("a", "残差接続（residual connection）。")]),
+        ("chapters/07_y", [("a", "残差接続（residual connection）。")]),
+    ]
+    assert [name for name, _ in ja_style.book_glosses(pages, terms)] == [
+        "chapters/05_x"
+    ]
+
+
+# --- emphasis: sesame marks, not slanted Japanese --------------------------------------
+
+
+def test_japanese_emphasis_is_marked_not_slanted():
+    from docutils import nodes
+
+    para = nodes.paragraph()
+    para += nodes.emphasis(text="すべて")
+    para += nodes.emphasis(text="general")
+    mixed = nodes.emphasis()
+    mixed += [nodes.Text("x "), nodes.literal(text="y"), nodes.Text(" 日本")]
+    para += mixed
+    assert editions.mark_japanese_emphasis(para) == 2
+    assert [e["classes"] for e in para.findall(nodes.emphasis)] == [
+        ["tedu-ja-em"],
+        [],
+        ["tedu-ja-em"],
+    ]
+    css = (ROOT / "_static" / "custom.css").read_text(encoding="utf8")
+    rule = css.split("em.tedu-ja-em", 1)[1].split("}", 1)[0]
+    assert "font-style: normal" in rule and "text-emphasis: filled sesame" in rule
+    assert "font-synthesis: none" in css.split('html[lang="ja"] em {', 1)[1]
+
+
+@pytest.mark.book
+@pytest.mark.parametrize("page", PAGES)
+def test_japanese_pages_slant_no_japanese(book, page):
+    html = (JA_DIR / f"{page}.html").read_text(encoding="utf8")
+    slanted = [
+        m.group(0)[:60]
+        for m in re.finditer(
+            r"<em\b(?![^>]*tedu-ja-em)[^>]*>((?:(?!</em>).)*)</em>", html
+        )
+        if CJK.search(re.sub(r"<[^>]+>", "", m.group(1)))
+    ]
+    assert not slanted, f"ja/{page}: Japanese in italics: {slanted[:5]}"
+
+
+# --- glued words need their Japanese twin ---------------------------------------------
+
+GLUE_KEY = re.compile(r"\{glue(?::\w+)?\}`([^`:]+)(?::[^`]*)?`")
+
+
+def glued_word(data: dict) -> str | None:
+    """The glued value if it is words (a string with letters), else None."""
+    text = data.get("data", {}).get("text/plain", "")
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return None
+    return value if isinstance(value, str) and re.search("[A-Za-z]", value) else None
+
+
+QUOTED_GLUE = re.compile(r'(?<=["“「])\{glue(?::\w+)?\}`[^`]*`(?=["”」])')
+
+
+def missing_twins(name: str, catalog, cache: dict) -> list[str]:
+    """Glue keys used in the catalogue's translations whose glued value is words and
+    that have no ``key__ja`` twin: the Japanese page would paste the English. A glue
+    the translation quotes ("{glue:text}`x`", an example sentence) is data."""
+    out = []
+    for m in catalog:
+        for key in GLUE_KEY.findall(QUOTED_GLUE.sub(" ", m.string or "")):
+            key = key.split("::")[-1]
+            if key in cache and glued_word(cache[key]) is not None:
+                if key + editions.JA_SUFFIX not in cache:
+                    out.append(f"{name}: {key} = {glued_word(cache[key])!r}")
+    return sorted(set(out))
+
+
+def test_the_glue_twin_check_can_fail():
+    word = {"data": {"text/plain": "'higher'"}}
+    number = {"data": {"text/plain": "0.25"}}
+    cat = [type("M", (), {"string": "{glue:text}`a` と {glue:text}`b:.2f`"})()]
+    assert missing_twins("p", cat, {"a": word, "b": number}) == ["p: a = 'higher'"]
+    assert missing_twins("p", cat, {"a": word, "a__ja": word, "b": number}) == []
+    quoted = [type("M", (), {"string": '出力は "{glue:text}`a`" である'})()]
+    assert missing_twins("p", quoted, {"a": word}) == []
+
+
+@pytest.mark.book
+@pytest.mark.parametrize(
+    "page",
+    [p for p in PAGES if p.startswith("chapters/") and not not_yet_edited(p)],
+)
+def test_each_glued_word_has_its_japanese_twin(book, page):
+    cache_file = HTML_DIR.parent / "jupyter_execute" / f"{page}.glue.json"
+    cache = json.loads(cache_file.read_text(encoding="utf8"))
+    missing = missing_twins(page, catalogues()[page], cache)
+    assert not missing, (
+        "glued words with no Japanese twin (glue(name + '__ja', ...) beside the "
+        f"English, book/editions.py): {missing}"
+    )
+
+
+# --- English pasted into Japanese sentences -------------------------------------------
+
+ENGLISH_RUN = re.compile(r"[A-Za-z][A-Za-z'’-]*(?:[ \u00a0]+[A-Za-z][A-Za-z'’-]*)+")
+QUOTED = re.compile(r'"[^"]*"|“[^”]*”|「[^」]*」|『[^』]*』')
+# an English gloss in brackets: after a term, or spelling out an abbreviation
+# (⟨bos⟩（beginning of sentence、文頭）); book/ja_style.py checks where glosses stand
+BRACKETED_GLOSS = re.compile(r"（[A-Za-z][A-Za-z0-9 ,'/&.+\-]*?(?:[。、；：][^）]*)?）")
+
+
+def english_runs(html: str) -> list[str]:
+    """Runs of two or more English words inside Japanese text blocks of a built page
+    (code, math, outputs, the bibliography and text marked lang=en are skipped by the
+    parser; glosses, quoted examples and names in Title Case are not runs)."""
+    parser = _Text()
+    parser.feed(html)
+    found = []
+    for _, text in parser.blocks:
+        if not CJK.search(text):
+            continue
+        text = BRACKETED_GLOSS.sub(" ", QUOTED.sub(" ", text))
+        text = re.sub(r"\([^()]*\)|\[[^\]]*\]", " ", text)  # (B, T, D), [RSR+20]
+        for m in ENGLISH_RUN.finditer(text):
+            words = m.group(0).split()
+            if all(re.search(r"[A-Z0-9]", w) for w in words):
+                continue  # a name: Attention Is All You Need, Google Colab, pre-LN
+            found.append(m.group(0))
+    return found
+
+
+def test_the_english_run_check_can_fail():
+    html = (
+        "<main><p>同梱した重みは the checkpoint with the best dev BLEU である。</p>"
+        '<p>残差接続（residual connection）と Google Colab と "I am Taro"。</p>'
+        "<p>Only English here</p><p><code>x = f(a, b)</code> は dot スコア。</p>"
+        "<p>⟨bos⟩（beginning of sentence、文頭）と pre-LN Transformer と N and M。</p>"
+        "</main>"
+    )
+    assert english_runs(html) == ["the checkpoint with the best dev BLEU", "N and M"]
+
+
+@pytest.mark.book
+@pytest.mark.parametrize(
+    "page", [p for p in PAGES if p != "bibliography" and not not_yet_edited(p)]
+)
+def test_japanese_page_has_no_english_run_in_its_sentences(book, page):
+    runs = english_runs((JA_DIR / f"{page}.html").read_text(encoding="utf8"))
+    assert not runs, f"ja/{page}: English inside Japanese sentences: {runs[:10]}"
 
 
 # --- the Japanese notebooks -----------------------------------------------------------
@@ -300,7 +596,7 @@ class _Text(HTMLParser):
     SKIP_CLASSES = {
         "highlight", "cell_output", "output", "math", "MathJax", "citation",
         "tedu-source", "docutils container", "mjx-container", "bibliography",
-        "toggle-details", "headerlink",
+        "toggle-details", "headerlink", "guilabel",
     }  # fmt: skip
     BLOCKS = {"p", "li", "h1", "h2", "h3", "h4", "h5", "h6", "caption", "th", "td",
               "figcaption", "dt", "summary"}  # fmt: skip
