@@ -13,10 +13,10 @@ import contextlib
 import functools
 import platform
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 
+from .bench import cpu_name
 from .config import TransformerConfig
 
 # The shipped model's sizes: chosen for 60 minutes on 2 CPU cores (see the chapter).
@@ -190,18 +190,6 @@ def native_bf16(device_type: str = "cpu") -> tuple[bool, str]:
 
 def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
-
-
-def cpu_name() -> str:
-    """The CPU's model name as the OS gives it (/proc/cpuinfo), else the platform's."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() in ("model name", "Model", "cpu model") and value.strip():
-                return value.strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
 
 
 def describe_machine(threads: int | None = None) -> str:
