@@ -126,6 +126,21 @@ class _Rewrite(ast.NodeTransformer):
         self.inside -= 1
         return node
 
+    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        # `x if cond else y` inside an assert: cond picks a value, it is not a claim
+        node.body, node.orelse = self.visit(node.body), self.visit(node.orelse)
+        return node
+
+    def visit_Try(self, node: ast.Try) -> ast.AST:
+        # an assert expected to fail (a handler catches AssertionError) stays as it is
+        caught = {ast.unparse(h.type) for h in node.handlers if h.type is not None}
+        if any("AssertionError" in c for c in caught):
+            node.handlers = [self.visit(h) for h in node.handlers]
+            node.orelse = [self.visit(n) for n in node.orelse]
+            node.finalbody = [self.visit(n) for n in node.finalbody]
+            return node
+        return self.generic_visit(node)
+
     def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
         # a comprehension's `if` filters which items the assert looks at: not a claim
         node.iter = self.visit(node.iter)

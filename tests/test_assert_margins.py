@@ -96,3 +96,21 @@ def test_elementwise_comparisons_and_comprehension_filters_keep_their_meaning(
         ("0.1 < v < 10", "<", True),
         ("0.1 < v < 10", "<", True),
     ]
+
+
+def test_conditions_that_pick_a_value_and_asserts_meant_to_fail_are_left_alone(
+    tmp_path, monkeypatch
+):
+    source = (
+        "c = 0\n"
+        "assert abs(1.0 - (0.5 if c > 0 else 1.0)) < 1e-6\n"
+        "try:\n"
+        "    assert c > 1, 'meant to fail'\n"
+        "except AssertionError:\n"
+        "    caught = True\n"
+        "assert caught\n"
+    )
+    rows = _run(source, tmp_path, monkeypatch)
+    assert [(r["source"], r["ok"]) for r in rows] == [
+        ("abs(1.0 - (0.5 if c > 0 else 1.0)) < 1e-6", True)
+    ]
