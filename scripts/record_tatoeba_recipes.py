@@ -2,6 +2,9 @@
 
     python scripts/record_tatoeba_recipes.py    # writes transformer_edu/models/
                                                 #   tatoeba_recipes.json
+    python scripts/record_tatoeba_recipes.py --capped-only
+        # only the AVX2-capped part, added to the record already there (with its own
+        # date, commit and machine)
 
 Run on an idle machine: ``bench --tatoeba --recipes`` (tokens/s of each recipe on
 the same real batches, taken in turn) and ``bench --tatoeba --curves 200`` (the
@@ -53,6 +56,16 @@ def capped() -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def capped_only() -> int:
+    path = OUT / "tatoeba_recipes.json"
+    record = json.loads(path.read_text())
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    record["capped_at_avx2"] = {"date": started, "commit": _commit(), **capped()}
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {path}: capped_at_avx2")
+    return 0
+
+
 def capped_part() -> int:
     cfg = TatoebaBenchConfig(steps=CAPPED_STEPS, warmup_steps=1)
     rows = run_recipes(cfg, CAPPED_RECIPES, print_fn=lambda line: None)
@@ -75,7 +88,7 @@ def main() -> int:
     losses = loss_curves(TatoebaBenchConfig(steps=CURVE_STEPS, warmup_steps=0), CURVES,
                          WINDOW)  # fmt: skip
     means = window_means(losses, WINDOW)
-    avx2 = capped()
+    avx2 = {"date": started, "commit": _commit(), **capped()}
     out = {
         "commands": ["python -m transformer_edu bench --tatoeba --recipes (steps 30)",
                      "python -m transformer_edu bench --tatoeba --curves 200"],
@@ -96,4 +109,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(capped_part() if sys.argv[1:] == ["--capped-part"] else main())
+    modes = {"--capped-part": capped_part, "--capped-only": capped_only}
+    sys.exit(modes[sys.argv[1]]() if sys.argv[1:] and sys.argv[1] in modes else main())
