@@ -77,14 +77,20 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check $(LINTED)
 
 # The classroom: write the student editions (student/, from the chapters' cells tagged
-# "solution"), and grade a folder of submitted notebooks into grades/grades.csv.
+# "solution"), and grade a folder of submitted notebooks into grades/ (grades.csv,
+# lms.csv, feedback/).
 student: $(STAMP)
 	$(PY) book/student_edition.py
 	$(PY) book/ja_notebooks.py
 
+# grade: every submission's code runs locked in a process of its own (Landlock, seccomp,
+# an audit hook); the grades are decided in the grader's process (see the teacher's
+# guide). GRADE_ARGS: e.g. --time-limit 60.
 SUBMISSIONS ?= submissions
+GRADES ?= grades
+GRADE_ARGS ?=
 grade: $(STAMP)
-	OMP_NUM_THREADS=1 $(PY) -m transformer_edu.exercises.grading $(SUBMISSIONS) --out grades
+	OMP_NUM_THREADS=1 $(PY) -m transformer_edu.exercises.grading $(SUBMISSIONS) --out $(GRADES) $(GRADE_ARGS)
 
 clean:
 	rm -rf _build

@@ -642,3 +642,36 @@ def test_the_previous_profiler_is_restored():
         assert sys.getprofile() is mine
     finally:
         sys.setprofile(None)
+
+
+def test_a_copy_of_the_references_code_is_the_reference():
+    # a function made from a copy of the reference's code object, renamed and moved
+    import types
+
+    copied = causal_mask.__code__.replace(co_name="mine", co_firstlineno=1)
+    mine = types.FunctionType(
+        copied, causal_mask.__globals__, "mine", causal_mask.__defaults__
+    )
+    mine.__kwdefaults__ = causal_mask.__kwdefaults__
+    result = CHECKERS["check_causal_mask"](lambda T: mine(T)[0, 0], quiet=True)
+    assert not result and f"{CALLED_REFERENCE}: transformer_edu.masks.causal_mask," in (
+        result.message
+    ), result.message
+
+
+def test_switching_torch_function_modes_off_is_reported():
+    def off(x, weight, bias, eps=1e-5):
+        with torch._C.DisableTorchFunction():
+            return torch.layer_norm(x, x.shape[-1:], weight, bias, eps)
+
+    result = CHECKERS["check_layer_norm"](off, quiet=True)
+    assert not result and "DisableTorchFunction" in result.message, result.message
+
+
+def test_taking_the_checkers_mode_off_the_stack_is_reported():
+    def popped(x, weight, bias, eps=1e-5):
+        with torch.overrides._pop_mode_temporarily():
+            return torch.layer_norm(x, x.shape[-1:], weight, bias, eps)
+
+    result = CHECKERS["check_layer_norm"](popped, quiet=True)
+    assert not result and "torch function mode" in result.message, result.message
