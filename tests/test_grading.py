@@ -105,7 +105,11 @@ def test_the_student_edition_has_its_own_colab_badge(tmp_path):
 
 
 def test_a_stale_student_edition_is_detected(tmp_path):
-    for name in ("_config.yml", "_toc.yml", "teachers_guide.md"):
+    # what the edition is written from: the chapter, the book's config, the guide that
+    # links to it, and (for its Markdown rendered as plain) the references and the values
+    for name in ("_config.yml", "_toc.yml", "teachers_guide.md", "references.bib",
+                 "book/glue_values.json"):  # fmt: skip
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text((ROOT / name).read_text(encoding="utf8"))
     (tmp_path / "chapters").mkdir()
     (tmp_path / "chapters" / CHAPTER.name).write_bytes(CHAPTER.read_bytes())
