@@ -675,3 +675,30 @@ def test_taking_the_checkers_mode_off_the_stack_is_reported():
 
     result = CHECKERS["check_layer_norm"](popped, quiet=True)
     assert not result and "torch function mode" in result.message, result.message
+
+
+def test_the_references_source_compiled_again_is_the_reference():
+    """code_key is of the instructions, not of the file, and not of what the compiler
+    chose from the rest of the file (a file that imports torch calls torch.ones with
+    other instructions than a cell that does not): exec of the source is seen."""
+    import inspect
+
+    from transformer_edu import masks
+    from transformer_edu.exercises.watch import code_key
+
+    ns: dict = {}
+    exec(
+        inspect.getsource(masks.causal_mask),
+        {"torch": torch, "Tensor": torch.Tensor},
+        ns,
+    )
+    copy = ns["causal_mask"]
+    assert copy.__code__.co_code != masks.causal_mask.__code__.co_code  # not the same
+    assert code_key(copy.__code__) == code_key(masks.causal_mask.__code__)
+
+    def mine(T):  # an honest answer is not the reference
+        return torch.ones(T, T, dtype=torch.bool).tril()
+
+    assert code_key(mine.__code__) != code_key(masks.causal_mask.__code__)
+    result = CHECKERS["check_causal_mask"](lambda T: copy(T)[0, 0], quiet=True)
+    assert not result and "transformer_edu.masks.causal_mask" in result.message

@@ -31,6 +31,7 @@ import types
 import torch
 
 from ..harness import TORCH_OFF
+from ..watch import make_code_key
 from . import confine, wire
 
 _WATCH = "transformer_edu.torch"  # audit event: the torch mode saw a torch call
@@ -141,7 +142,8 @@ def resolve(tables: list[dict]) -> dict:
         for name in table["torch_names"]:
             names[name] = (*names.get(name, ()), i)
     missing = [entry[0] for key, entry in wanted.items() if key not in keys]
-    return {"codes": found, "names": names, "missing": missing}
+    by_key = {code_key(code): entry for code, entry in found.items()}
+    return {"codes": found, "keys": by_key, "names": names, "missing": missing}
 
 
 # --- the watch ----------------------------------------------------------------------
@@ -165,9 +167,11 @@ def _profiler(tables, hits, state, mode, *, _type=type, _get=dict.get, _any=any,
               _range=range, _tuple=tuple, _sorted=sorted, _isinstance=isinstance,
               _str=str, plain=str.__str__, torch_off=TORCH_OFF):  # fmt: skip
     """The profile function: notes each reference's code called, by its code object
-    (the student cannot make a copy: code.__new__ is refused), torch's own Python
-    functions by name, and checks at each call that the torch mode is in place."""
-    codes, names = tables["codes"], tables["names"]
+    or, for code compiled since (the reference's source run again: code.__new__ is
+    refused), by its bytecode; torch's own Python functions by name; and checks at
+    each call that the torch mode is in place."""
+    codes, names, keys = tables["codes"], tables["names"], tables["keys"]
+    code_key = make_code_key()  # its names bound before the student's code runs
     torch_files = os.path.dirname(torch.__file__) + os.sep
     handler = _HANDLER
     handlers = (handler.__code__, torch.overrides.handle_torch_function.__code__)
@@ -228,7 +232,10 @@ def _profiler(tables, hits, state, mode, *, _type=type, _get=dict.get, _any=any,
         found = _get(judged, code, False)
         if found is False:
             found = _get(codes, code)
-            if found is None and startswith(code.co_filename, torch_files):
+            torch_code = startswith(code.co_filename, torch_files)
+            if found is None and not torch_code:
+                found = _get(keys, code_key(code))
+            if found is None and torch_code:
                 qualname = code.co_qualname
                 ids = _tuple(i for name, n_ids in names.items() if name in qualname
                              for i in n_ids)  # fmt: skip
