@@ -272,6 +272,81 @@ class Sneaky:
                      *_os.pipe(), False, True, -1, None, None, None, -1, None, False)
 """
 
+# tried on the grader after it was rebuilt (issue 34): each scores 0 through make grade
+
+# a class body writes the outputs, and outside its folder; says what it could do
+WRITES_OUTPUTS = """\
+class Sneaky:
+    import os as _os
+    _out = []
+    for _p in ({grades}/'grades.csv', {grades}/'lms.csv', {marker}, '/tmp/forged.csv'):
+        try:
+            with open(_p, 'w') as _f:
+                _f.write('hacked,25')
+            _out.append('WROTE ' + str(_p))
+        except OSError as _e:
+            _out.append(type(_e).__name__)
+    raise RuntimeError(' '.join(_out))
+"""
+
+# signals: ignore the alarm, kill the parent, every process, by pidfd, a timer off
+SIGNALS = """\
+import os as _os, signal as _signal
+
+def _tries():
+    return [
+        lambda: _signal.signal(_signal.SIGALRM, _signal.SIG_IGN),
+        lambda: _os.kill(_os.getppid(), 9),
+        lambda: _os.kill(-1, 9),
+        lambda: _signal.pidfd_send_signal(_os.pidfd_open(_os.getppid()), 9),
+        lambda: _signal.setitimer(_signal.ITIMER_REAL, 0),
+    ]
+
+class Sneaky:
+    _out = []
+    for _t in _tries():
+        try:
+            _t()
+            _out.append('DID')
+        except Exception as _e:
+            _out.append(type(_e).__name__)
+    raise RuntimeError(' '.join(_out))
+"""
+
+COPIES_REFERENCE = {
+    # the package's source compiled again, in the answer: the same instructions
+    "look_ahead_mask": """\
+import inspect
+from transformer_edu import masks as _m
+
+def look_ahead_mask(T):
+    ns = {}
+    exec(inspect.getsource(_m.causal_mask), {"torch": torch, "Tensor": torch.Tensor}, ns)
+    return ns["causal_mask"](T)[0, 0]
+""",
+    # a tensor whose comparisons all say yes
+    "pad_mask": """\
+class Yes(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in ("allclose", "equal", "eq", "__eq__",
+                                             "isclose", "all"):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+def pad_mask(tokens, pad_idx):
+    return torch.zeros(tokens.shape[0], 1, 1, tokens.shape[1],
+                       dtype=torch.bool).as_subclass(Yes)
+""",
+    # the runner ended from inside an answer
+    "smooth": """\
+import os
+
+def smooth(target, vocab_size, smoothing):
+    os._exit(0)
+""",
+}
+
 
 def _sneaky(trick: str) -> dict:
     """The unsolved edition whose MyLayerNorm stub stands on ``trick``'s class."""
@@ -295,7 +370,12 @@ def holes(grades: Path, markers: Path) -> dict[str, dict]:
         "hole_disable_torch_function": with_answers(DISABLE_TORCH_FUNCTION),
         "hole_os_system": _sneaky(OS_SYSTEM.format(marker=markers / "os_system")),
         "hole_setsid": _sneaky(SETSID.format(grades=grades, marker=markers / "setsid")),
-    }
+        "hole_writes_outputs": _sneaky(WRITES_OUTPUTS.format(
+            grades=f"__import__('pathlib').Path({str(grades)!r})",
+            marker=repr(str(markers / "written")))),
+        "hole_signals": _sneaky(SIGNALS),
+        "hole_copies_reference": with_answers(COPIES_REFERENCE),
+    }  # fmt: skip
 
 
 def escapes(marker: Path) -> dict:

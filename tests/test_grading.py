@@ -323,7 +323,7 @@ def test_an_answer_that_calls_a_reference_fails_naming_it(graded):
 def test_every_trick_scores_nothing(graded):
     by = graded["by"]
     tricks = [s for s in by if s.startswith("hole_")]
-    assert len(tricks) == 7
+    assert len(tricks) == 10
     scores = {s: total(by[s]) for s in tricks}
     assert scores == dict.fromkeys(tricks, 0), scores
     # the tricks that call references are told so
@@ -337,6 +337,19 @@ def test_every_trick_scores_nothing(graded):
     for student in ("hole_os_system", "hole_setsid"):
         assert "PermissionError" in by[student]["7"]["verdict"], by[student]["7"]
     assert not list(graded["markers"].glob("os_system*"))
+    # writing the outputs, or anywhere outside its folder: refused, nothing written
+    wrote = by["hole_writes_outputs"]["1.1"]["note"]
+    assert "raised RuntimeError: PermissionError PermissionError PermissionError " \
+        "PermissionError" in wrote, wrote  # fmt: skip
+    assert not list(graded["markers"].glob("written*"))
+    # no signal handler, no signal to another process, no timer: all refused
+    sent = by["hole_signals"]["1.1"]["note"]
+    assert "raised RuntimeError: " + " ".join(["PermissionError"] * 5) in sent, sent
+    copies = by["hole_copies_reference"]
+    assert CALLED_REFERENCE + ": transformer_edu.masks.causal_mask" in \
+        copies["6.1"]["verdict"]  # fmt: skip
+    assert copies["6.2"]["status"] == "failed"  # the lying tensor is a plain one here
+    assert copies["9.1"]["status"] == "error" and "ended" in copies["9.1"]["verdict"]
 
 
 def test_nothing_a_submission_started_outlives_make_grade(graded):
