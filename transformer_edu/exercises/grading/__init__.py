@@ -14,6 +14,28 @@ pipe with signed messages (``wire``). The checker runs here, with proxies for th
 student's function or class (``judge``, ``mirror``): its expected values are computed
 here and compared here. When ``grade`` returns, every runner and every process one
 could have left behind is gone, and the outputs are written (``report``).
+
+Adding a graded exercise needs no change to the grader's machinery:
+
+1. Write its checker beside the chapter's others (``exercises/<topic>.py``), as they
+   are written: ``check_x(fn, quiet=False, **options) -> CheckResult`` over
+   ``harness.run_cases``; the learner's code is called only through
+   ``harness.call(fn, ...)``; expected values are computed and compared in the
+   checker; the references it refuses are named with ``harness.references(...)``
+   (the grader's runner watches the same tables). Register it in
+   ``exercises.CHECKERS``.
+2. Add its line to ``EXERCISES`` below: the id as chapter 11 numbers it, the name the
+   student defines, the checker's key in ``CHECKERS``, the points (its stars), and
+   the ``kind`` option if the checker takes one.
+3. Tests: its forbidden and allowed answers in ``tests/test_references.py`` (a test
+   fails while a checker has none), its solution's name in ``solved()`` of
+   ``tests/_submissions.py``.
+
+What crosses to the student's process: the arguments ``call`` passes are pickled
+(tensors, numbers, lists, the package's modules, a model included; a lambda or a
+function defined inside the checker cannot go: give a module-level one), and what the
+student's code returns comes back as plain values (tensors, numbers, lists, tuples,
+dicts) or, for an object such as an ``nn.Module``, as a mirror whose calls run there.
 """
 
 from __future__ import annotations
