@@ -592,3 +592,42 @@ def test_a_notebook_and_the_grader_give_the_same_verdicts(tmp_path):
                 assert row["verdict"] == what, (name, ex_id)
     assert {s for s, _ in verdicts["both_solved"].values()} == {"passed"}
     assert {s for s, _ in verdicts["both_mixed"].values()} == set(_MARKS.values())
+
+
+def test_the_audit_hook_refuses_proc_however_the_path_is_spelled(tmp_path):
+    """Where the kernel has no Landlock, the runner's audit hook alone keeps a
+    submission out of /proc (its own memory, where the key lies): a str, bytes, or a
+    link into /proc such as /dev/fd/.. all count; its own folder stays open."""
+    from transformer_edu.exercises.grading import runner
+
+    state = {"inside": None, "handling": 0, "phase": "", "recorded": set(),
+             "off": False}  # fmt: skip
+    hook, enable = runner._audit_hook(str(tmp_path), {"names": {}}, [], state, b"k")
+    enable()
+    for path in ("/proc/self/mem", b"/proc/self/mem", "/dev/fd/../mem",
+                 b"/dev/fd/3", "../" * 30 + "proc/1/environ"):  # fmt: skip
+        with pytest.raises(PermissionError, match="grader's process is its own"):
+            hook("open", (path, "rb", 0))
+    hook("open", (str(tmp_path / "mine.txt"), "w", 0))  # its folder: allowed
+    hook("open", ("notes.txt", "r", 0))
+    with pytest.raises(PermissionError, match="outside its folder"):
+        hook("open", (b"/tmp/forged.csv", None, os.O_WRONLY | os.O_CREAT))
+
+
+def test_no_cell_of_the_tables_starts_like_a_formula(tmp_path):
+    """A student names the file; a spreadsheet must not run it as a formula."""
+    from transformer_edu.exercises.grading.report import Row, write_all
+
+    rows = [Row("=HYPERLINK(1)", "6.1", "look_ahead_mask", 1, 1, 4, 4,
+                "passed", "@SUM(1)", "+1", "-x")]  # fmt: skip
+    write_all(rows, tmp_path, ["6.1"])
+    with open(tmp_path / "grades.csv", encoding="utf8") as f:
+        detailed = next(csv.DictReader(f))
+    assert detailed["student"] == "'=HYPERLINK(1)"
+    assert (detailed["verdict"], detailed["hint"], detailed["note"]) == (
+        "'@SUM(1)", "'+1", "'-x",
+    )  # fmt: skip
+    assert detailed["points"] == "1"
+    with open(tmp_path / "lms.csv", encoding="utf8") as f:
+        lms = list(csv.reader(f))
+    assert lms[1] == ["'=HYPERLINK(1)", "1", "1", "1"]

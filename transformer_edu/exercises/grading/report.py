@@ -40,6 +40,14 @@ class Row:
 CSV_FIELDS = [f.name for f in fields(Row) if f.name != "message"]
 
 
+def cell(value):
+    """A text cell a spreadsheet will not run: one that starts like a formula (a
+    student can name a file ``=HYPERLINK(…).ipynb``) gets a leading apostrophe."""
+    if isinstance(value, str) and value.startswith(("=", "+", "-", "@", "\t", "\r")):
+        return "'" + value
+    return value
+
+
 def points_text(points: float) -> str:
     return f"{round(points, 2):g}"
 
@@ -65,7 +73,7 @@ def write_all(rows: list[Row], out: Path, exercise_ids: list[str]) -> list[Path]
         writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
         writer.writeheader()
         for r in rows:
-            d = {k: v for k, v in asdict(r).items() if k in CSV_FIELDS}
+            d = {k: cell(v) for k, v in asdict(r).items() if k in CSV_FIELDS}
             d["points"] = points_text(r.points)
             writer.writerow(d)
 
@@ -76,7 +84,7 @@ def write_all(rows: list[Row], out: Path, exercise_ids: list[str]) -> list[Path]
             got = {r.exercise: r.points for r in own}
             total = sum(r.points for r in own)
             maximum = sum(r.max_points for r in own)
-            writer.writerow([student, *(points_text(got.get(i, 0)) for i in exercise_ids),
+            writer.writerow([cell(student), *(points_text(got.get(i, 0)) for i in exercise_ids),
                              points_text(total), maximum])  # fmt: skip
 
     _atomic(detailed, write_detailed)
