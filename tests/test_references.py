@@ -700,5 +700,17 @@ def test_the_references_source_compiled_again_is_the_reference():
         return torch.ones(T, T, dtype=torch.bool).tril()
 
     assert code_key(mine.__code__) != code_key(masks.causal_mask.__code__)
+    # a method with no docstring, its lines typed again elsewhere: not a copy
+    from transformer_edu.norm import LayerNorm
+
+    ns = {}
+    exec(
+        textwrap.dedent(inspect.getsource(LayerNorm.forward)),
+        {"torch": torch, "Tensor": torch.Tensor},
+        ns,
+    )
+    forward = LayerNorm.forward.__code__
+    assert not isinstance(forward.co_consts[0], str)
+    assert code_key(ns["forward"].__code__) != code_key(forward)
     result = CHECKERS["check_causal_mask"](lambda T: copy(T)[0, 0], quiet=True)
     assert not result and "transformer_edu.masks.causal_mask" in result.message

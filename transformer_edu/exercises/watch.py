@@ -59,6 +59,11 @@ def make_code_key(
 
     def code_key(code: CodeType) -> bytes:
         digest = _sha256()
+        consts = code.co_consts
+        if not (consts and _type(consts[0]) is _str):
+            # no docstring: a learner who types the same few lines (a listing the
+            # book shows) must not pass for a copy, so the file counts
+            digest.update(_str.encode(code.co_filename, "utf8", "backslashreplace"))
 
         def feed(c: CodeType) -> None:
             for part in (_repr(c.co_names), _str(c.co_argcount)):
@@ -111,9 +116,10 @@ _OPS = _opcodes()
 code_key = make_code_key()
 code_key.__doc__ = """What a function's code is, whatever it is called: a digest of
 its instructions, the names it uses and its constants (nested code included, its
-docstring too), not of its name, file or line. A copy of a reference's code object,
-or its source compiled again (``exec(inspect.getsource(causal_mask))``), has the
-reference's key."""
+docstring too), not of its name or line, nor of its file when it has a docstring. A
+copy of a reference's code object, or the source of a documented one compiled again
+(``exec(inspect.getsource(causal_mask))``), has the reference's key; the same lines
+typed into a notebook without the docstring do not."""
 
 
 def references(*objects: Any, torch_names: Sequence[str] = ()) -> Forbidden:
