@@ -78,15 +78,25 @@ lint: $(STAMP)
 	$(PY) -m ruff check $(LINTED)
 	$(PY) -m ruff format --check $(LINTED)
 
-# The classroom: write the student editions (student/, from the chapters' cells tagged
-# "solution"), and grade a folder of submitted notebooks into grades/grades.csv.
+# The notebooks a reader opens outside the book (the Colab badges'): the chapters'
+# reading copies (en/chapters/), the student editions (student/, from the chapters'
+# cells tagged "solution") and their Japanese twins, with the book's numbers as the
+# last build measured them (book/glue_values.json: `python book/colab_notebooks.py
+# --record` after `make book`), citations and boxes as plain Markdown. And grade a
+# folder of submitted notebooks into grades/ (grades.csv, lms.csv, feedback/).
 student: $(STAMP)
+	$(PY) book/colab_notebooks.py
 	$(PY) book/student_edition.py
 	$(PY) book/ja_notebooks.py
 
+# grade: every submission's code runs locked in a process of its own (Landlock, seccomp,
+# an audit hook); the grades are decided in the grader's process (see the teacher's
+# guide). GRADE_ARGS: e.g. --time-limit 60.
 SUBMISSIONS ?= submissions
+GRADES ?= grades
+GRADE_ARGS ?=
 grade: $(STAMP)
-	OMP_NUM_THREADS=1 $(PY) -m transformer_edu.exercises.grading $(SUBMISSIONS) --out grades
+	OMP_NUM_THREADS=1 $(PY) -m transformer_edu.exercises.grading $(SUBMISSIONS) --out $(GRADES) $(GRADE_ARGS)
 
 clean:
 	rm -rf _build

@@ -308,21 +308,25 @@ def switch_context(app, pagename, templatename, context, doctree) -> None:
     )
 
 
+def colab_button(app, pagename, templatename, context, doctree) -> None:
+    """Colab opens the chapter's reading copy (after the theme has made its launch
+    buttons, priority 501): en/chapters/ for the English pages, ja/chapters/ for the
+    Japanese ones, where the book's numbers and citations read as plain Markdown."""
+    folder = f"{JA_NOTEBOOKS}/chapters" if edition(app) == "ja" else "en/chapters"
+    for group in context.get("header_buttons", []):
+        for button in group.get("buttons", []) if isinstance(group, dict) else []:
+            url = button.get("url", "")
+            if "colab.research.google.com" in url and "/chapters/" in url:
+                button["url"] = url.replace("/chapters/", f"/{folder}/", 1)
+
+
 def japanese_page(app, pagename, templatename, context, doctree) -> None:
-    """Figures' strings from the catalogue; Colab opens the Japanese notebook (after
-    the theme has made its launch buttons, priority 501)."""
+    """Figures' strings from the catalogue."""
     if edition(app) != "ja":
         return
     if "body" in context and ("plotly-graph-div" in context["body"] or
                               "widget-state+json" in context["body"]):  # fmt: skip
         context["body"] = translate_figures(context["body"], figures_table())
-    for group in context.get("header_buttons", []):
-        for button in group.get("buttons", []) if isinstance(group, dict) else []:
-            url = button.get("url", "")
-            if "colab.research.google.com" in url and "/chapters/" in url:
-                button["url"] = url.replace(
-                    "/chapters/", f"/{JA_NOTEBOOKS}/chapters/", 1
-                )
 
 
 def _caption_transform():
@@ -419,6 +423,7 @@ def _glue_words_transform():
 def setup(app) -> None:
     app.connect("html-page-context", switch_context, priority=400)
     app.connect("html-page-context", japanese_page, priority=600)
+    app.connect("html-page-context", colab_button, priority=600)
     app.add_transform(_caption_transform())
     app.add_transform(_emphasis_transform())
     app.add_post_transform(_glue_words_transform())

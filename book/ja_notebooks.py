@@ -3,9 +3,11 @@
 ``ja/chapters/<name>.ipynb`` is a chapter whose markdown cells are translated from
 ``locale/ja/LC_MESSAGES/chapters/<name>.po`` (each paragraph, heading, list item,
 table cell and admonition title looked up by its msgid); code cells are the
-chapter's own. ``student/ja/<name>.ipynb`` is its student edition (the chapter
-without its solutions, as ``book/student_edition.py`` makes them). Each has its own
-Colab badge and install cell. The Japanese pages' Colab buttons open these files.
+chapter's own; its MyST reads as the Japanese book does (``colab_notebooks``: the
+numbers, citations and boxes as plain Markdown). ``student/ja/<name>.ipynb`` is its
+student edition (the chapter without its solutions, as ``book/student_edition.py``
+makes them). Each has its own Colab badge and install cell. The Japanese pages' Colab
+buttons open these files.
 Usage::
 
     python book/ja_notebooks.py           # (re)write the stale ones
@@ -22,6 +24,7 @@ from functools import cache
 from pathlib import Path
 
 import nbformat
+from colab_notebooks import render_notebook
 from student_edition import has_solutions, student_notebook
 from sync_colab import ROOT, chapter_paths, colab_link, repository, sync_notebook
 
@@ -137,7 +140,8 @@ def ja_chapter(path: Path, link: str, url: str, branch: str) -> nbformat.Noteboo
             cell.outputs, cell.execution_count = [], None
     sync_notebook(nb, link, url, branch)
     nb.metadata.setdefault("transformer_edu", {})["language"] = "ja"
-    return nb
+    page = path.relative_to(path.parent.parent).with_suffix("").as_posix()
+    return render_notebook(nb, page, "ja")  # the book's numbers, citations, boxes
 
 
 def notebooks(root: Path = ROOT) -> dict[Path, str]:

@@ -6,7 +6,7 @@ absent, not hidden. A later cell whose code needs a solution carries the code to
 instead in its metadata, ``student_source`` (it uses the student's answer once its
 checker passes, and says "solve exercise N first" until then). The edition gets its
 own Colab badge and install cell (``sync_colab``) and metadata naming its chapter,
-which the grader checks. Usage::
+which the grader checks; its markdown reads as the book's (``colab_notebooks``). Usage::
 
     python book/student_edition.py           # (re)write student/*.ipynb
     python book/student_edition.py --check   # list the stale ones and exit 1
@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+from colab_notebooks import render_notebook
 from sync_colab import ROOT, chapter_paths, colab_link, repository, sync_notebook
 
 STUDENT_DIR = "student"
@@ -73,6 +74,8 @@ def editions(root: Path = ROOT) -> dict[Path, str]:
         chapter = nbformat.read(path, as_version=4)
         if not has_solutions(chapter):
             continue
+        page = path.relative_to(root).with_suffix("").as_posix()
+        chapter = render_notebook(chapter, page, "en", root)  # reads as the book
         target = root / STUDENT_DIR / path.name
         rel = target.relative_to(root).as_posix()
         link = colab_link(url, branch, f"{book}/{rel}" if book else rel)

@@ -4,7 +4,9 @@ Each chapter notebook starts with two cells this script owns:
 
 - the first cell, markdown, tagged ``colab-badge`` and ``remove-cell``: an "Open in
   Colab" badge (the book drops it: the page has a Colab launch button, and the badge
-  image lives on a remote host);
+  image lives on a remote host). It opens the chapter's reading copy,
+  ``en/chapters/<name>.ipynb`` (book/colab_notebooks.py), where the book's numbers,
+  citations and boxes read as plain Markdown;
 - the first code cell, tagged ``colab-install`` and ``hide-input``: in Colab it
   pip-installs ``transformer_edu[book]`` from the repository; elsewhere it does
   nothing.
@@ -74,6 +76,12 @@ def toc_notebooks(root: Path = ROOT) -> list[Path]:
     ]
 
 
+def badge_target(rel: str) -> str:
+    """The notebook a badge opens: a chapter's opens its reading copy in ``en/``,
+    written as the book reads (book/colab_notebooks.py); any other notebook itself."""
+    return f"en/{rel}" if rel.startswith("chapters/") else rel
+
+
 def colab_link(url: str, branch: str, path_in_repo: str) -> str:
     """The address Jupyter Book's Colab launch button uses for the same notebook."""
     owner_repo = url.removeprefix("https://github.com/")
@@ -141,7 +149,8 @@ def problems(path: Path, root: Path = ROOT) -> list[str]:
         return [f"{path.relative_to(root)}: missing"]
     url, branch, book = repository(root)
     rel = path.relative_to(root).as_posix()
-    link = colab_link(url, branch, f"{book}/{rel}" if book else rel)
+    target = badge_target(rel)
+    link = colab_link(url, branch, f"{book}/{target}" if book else target)
     nb = nbformat.read(path, as_version=4)
     out = []
     first = nb.cells[0] if nb.cells else None
@@ -168,7 +177,7 @@ def sync(paths: list[Path], root: Path = ROOT) -> list[Path]:
     for path in paths:
         if not path.exists() or not problems(path, root):
             continue
-        rel = path.relative_to(root).as_posix()
+        rel = badge_target(path.relative_to(root).as_posix())
         nb = nbformat.read(path, as_version=4)
         sync_notebook(
             nb, colab_link(url, branch, f"{book}/{rel}" if book else rel), url, branch

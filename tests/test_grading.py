@@ -1,7 +1,7 @@
-"""The classroom edition: the student notebook holds no solution and is up to date,
-the grader turns a folder of notebooks into a table that survives bad submissions,
-and it refuses, as the checkers do, an answer that calls a reference
-(tests/test_references.py holds the table of them).
+"""The classroom edition: the student notebook holds no solution and is up to date.
+The grader, run as a teacher runs it (`make grade`), turns a folder of notebooks into
+grades that survive bad submissions and every trick that once fooled it (issue 34),
+loses no honest work, and writes what a teacher hands back.
 
 (nbval runs student/*.ipynb top to bottom, unsolved, in `make test`.)
 """
@@ -9,40 +9,29 @@ and it refuses, as the checkers do, an answer that calls a reference
 from __future__ import annotations
 
 import ast
-import copy
+import csv
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import _submissions as subs  # tests/ is on sys.path
 import nbformat
 import pytest
 import student_edition  # book/ is on pythonpath
-from test_references import FORBIDDEN, answer_source  # tests/ is on sys.path
 
 from transformer_edu.exercises import BUG_ZOO, CALLED_REFERENCE
-from transformer_edu.exercises.grading import EXERCISES, grade, read_program, table
+from transformer_edu.exercises.grading import EXERCISES, NAMES, read_program
 
 ROOT = Path(__file__).resolve().parent.parent
-CHAPTER = ROOT / "chapters" / "11_exercises.ipynb"
-STUDENT = ROOT / "student" / "11_exercises.ipynb"
-
-
-def _cells(path: Path) -> list[nbformat.NotebookNode]:
-    return nbformat.read(path, as_version=4).cells
-
-
-def _solution_cells() -> list[str]:
-    """The cells tagged solution that define the answer (a function or class); a
-    check that runs on an answer is tagged solution too, so that the student edition
-    leaves it out, but it is not an answer."""
-    return [
-        c.source
-        for c in _cells(CHAPTER)
-        if "solution" in c.metadata.get("tags", [])
-        and any(
-            isinstance(n, (ast.FunctionDef, ast.ClassDef))
-            for n in ast.parse(c.source).body
-        )
-    ]
+CHAPTER = subs.CHAPTER
+STUDENT = subs.STUDENT
+IDS = [e.id for e in EXERCISES]
+_cells = subs.cells
+_solution_cells = subs.solution_cells
 
 
 # --- the student edition -------------------------------------------------------------
@@ -116,7 +105,11 @@ def test_the_student_edition_has_its_own_colab_badge(tmp_path):
 
 
 def test_a_stale_student_edition_is_detected(tmp_path):
-    for name in ("_config.yml", "_toc.yml", "teachers_guide.md"):
+    # what the edition is written from: the chapter, the book's config, the guide that
+    # links to it, and (for its Markdown rendered as plain) the references and the values
+    for name in ("_config.yml", "_toc.yml", "teachers_guide.md", "references.bib",
+                 "book/glue_values.json"):  # fmt: skip
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text((ROOT / name).read_text(encoding="utf8"))
     (tmp_path / "chapters").mkdir()
     (tmp_path / "chapters" / CHAPTER.name).write_bytes(CHAPTER.read_bytes())
@@ -130,64 +123,9 @@ def test_a_stale_student_edition_is_detected(tmp_path):
     assert len(student_edition.stale(tmp_path)) == 2  # the notebook and the guide
 
 
-# --- grading --------------------------------------------------------------------------
+# --- grading, through `make grade` ----------------------------------------------------
 
-
-def _student_nb() -> dict:
-    return json.loads(STUDENT.read_text(encoding="utf8"))
-
-
-def _with_answers(answers: dict[str, str]) -> dict:
-    """The student edition with the stub cells defining these names replaced (a cell
-    with two stubs, split_heads and combine_heads, gets both answers)."""
-    nb = copy.deepcopy(_student_nb())
-    for cell in nb["cells"]:
-        source = "".join(cell["source"])
-        mine = [
-            code
-            for name, code in answers.items()
-            if cell["cell_type"] == "code"
-            and (f"def {name}(" in source or f"class {name}(" in source)
-        ]
-        if mine:
-            cell["source"] = "\n\n".join(mine)
-    return nb
-
-
-def _solved() -> dict[str, str]:
-    """Each exercise's solution, renamed to the stub's name."""
-    renames = {
-        "dot_score_solution": "dot_score",
-        "additive_score_solution": "additive_score",
-        "embed_solution": "embed",
-        "sinusoidal_solution": "sinusoidal",
-        "add_positions_solution": "add_positions",
-        "attention_solution": "attention",
-        "split_heads_solution": "split_heads",
-        "combine_heads_solution": "combine_heads",
-        "MultiHeadAttentionSolution": "MyMultiHeadAttention",
-        "look_ahead_mask_solution": "look_ahead_mask",
-        "pad_mask_solution": "pad_mask",
-        "LayerNormSolution": "MyLayerNorm",
-        "make_masks_solution": "make_masks",
-        "smooth_solution": "smooth",
-        "lr_at_solution": "lr_at",
-        "greedy_solution": "greedy",
-    }
-    answers = {}
-    for code in _solution_cells():
-        for old, new in sorted(renames.items(), key=lambda kv: -len(kv[0])):
-            code = code.replace(old, new)
-        first = next(n for n in ast.parse(code).body if hasattr(n, "name"))
-        answers[first.name] = code  # into the stub cell that defines this name
-    return answers
-
-
-def _write(folder: Path, name: str, nb: dict | str) -> None:
-    text = nb if isinstance(nb, str) else json.dumps(nb)
-    (folder / f"{name}.ipynb").write_text(text, encoding="utf8")
-
-
+TIME_LIMIT = 20  # seconds per exercise and per definition loaded, in these tests
 BUGGY = {
     "zoo_mask_upper": ("look_ahead_mask", "causal mask upper", "6.1"),
     "zoo_no_scaling": ("attention", "no scaling", "4"),
@@ -195,230 +133,358 @@ BUGGY = {
 }
 
 
-def _zoo_cell(name: str, bug: str) -> str:
-    """The zoo bug's code under the exercise's name, as a student would write it."""
-    import inspect
-    import textwrap
-
-    impl = BUG_ZOO[bug].implementation
-    lines = textwrap.dedent(inspect.getsource(impl)).splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("def "))
-    source = "\n".join(lines[start + 1 :])  # the body; the decorator stays behind
-    if name == "MyLayerNorm":  # the exercise is a class: wrap the zoo's function
-        return (
-            "import math\nimport torch\nfrom torch import nn\n\n"
-            f"def _norm{inspect.signature(impl)}:\n{source}\n\n"
-            "class MyLayerNorm(nn.Module):\n"
-            "    def __init__(self, d_model, eps=1e-5):\n"
-            "        super().__init__()\n"
-            "        self.weight = nn.Parameter(torch.ones(d_model))\n"
-            "        self.bias = nn.Parameter(torch.zeros(d_model))\n"
-            "        self.eps = eps\n\n"
-            "    def forward(self, x):\n"
-            "        return _norm(x, self.weight, self.bias, self.eps)\n"
-        )
-    return (
-        f"import math\nimport torch\n\ndef {name}{inspect.signature(impl)}:\n{source}"
+def make_grade(folder: Path, out: Path, **env: str) -> subprocess.CompletedProcess:
+    """`make grade`, as a teacher runs it."""
+    result = subprocess.run(
+        [
+            "make",
+            "-s",
+            "--no-print-directory",
+            "grade",
+            f"SUBMISSIONS={folder}",
+            f"GRADES={out}",
+            f"GRADE_ARGS=--time-limit {TIME_LIMIT}",
+        ],  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=1800,
     )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return result
+
+
+def read_grades(out: Path) -> dict[str, dict[str, dict]]:
+    with open(out / "grades.csv", encoding="utf8") as f:
+        rows = list(csv.DictReader(f))
+    by: dict[str, dict[str, dict]] = {}
+    for r in rows:
+        by.setdefault(r["student"], {})[r["exercise"]] = r
+    return by
+
+
+def total(rows: dict[str, dict]) -> float:
+    return sum(float(r["points"]) for r in rows.values())
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (its children, theirs, …), from /proc."""
+    parents: dict[int, int] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+        except (OSError, ValueError):
+            continue
+        parents[int(proc.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = [], [pid]
+    while frontier:
+        below = [p for p, parent in parents.items() if parent in frontier]
+        found += below
+        frontier = below
+    return found
+
+
+def _with_marker(marker: Path) -> list[int]:
+    """Processes whose command line names ``marker``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if str(marker).encode() in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory) -> tuple[Path, Path, dict[str, dict[str, dict]]]:
-    """One grading run over a folder of good, buggy and bad submissions."""
+def graded(tmp_path_factory) -> dict:
+    """One `make grade` over a folder of good, buggy, bad, tricky and honest
+    submissions; what it wrote, and when it returned."""
     folder = tmp_path_factory.mktemp("submissions")
     out = tmp_path_factory.mktemp("grades")
-    _write(folder, "solved", _with_answers(_solved()))
-    _write(folder, "unsolved", _student_nb())
+    markers = tmp_path_factory.mktemp("markers")
+    w = subs.write
+    w(folder, "solved", subs.with_answers(subs.solved()))
+    w(folder, "unsolved", subs.student_nb())
     for student, (name, bug, _) in BUGGY.items():
-        _write(folder, student, _with_answers({name: _zoo_cell(name, bug)}))
-    _write(folder, "raises", _with_answers({"pad_mask": (
+        w(folder, student, subs.with_answers({name: subs.zoo_cell(name, bug)}))
+    w(folder, "raises", subs.with_answers({"pad_mask": (
         "def pad_mask(tokens, pad_idx):\n    raise ValueError('boom')")}))  # fmt: skip
-    _write(folder, "hangs", _with_answers({"look_ahead_mask": (
+    w(folder, "hangs", subs.with_answers({"look_ahead_mask": (
         "def look_ahead_mask(T):\n    while True:\n        pass")}))  # fmt: skip
-    _write(folder, "prints", _with_answers({"lr_at": (
+    w(folder, "prints", subs.with_answers({"lr_at": (
         "def lr_at(step, d_model, warmup):\n    print('x' * 1_000_000)\n"
         "    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)")}))  # fmt: skip
-    canary = folder / "canary.txt"
+    canary = markers / "canary.txt"
     canary.write_text("keep me")
-    _write(folder, "deletes", _with_answers({"smooth": (
+    w(folder, "deletes", subs.with_answers({"smooth": (
         "import os, glob\n\ndef smooth(target, vocab_size, smoothing):\n"
         "    for f in glob.glob('*') + glob.glob('../*'):\n"
         "        os.remove(f) if os.path.isfile(f) else None\n"
         f"    os.remove({str(canary)!r})\n"
         "    raise RuntimeError('nothing left')")}))  # fmt: skip
-    _write(folder, "cheats", _with_answers({"look_ahead_mask": (
+    w(folder, "cheats", subs.with_answers({"look_ahead_mask": (
         "from transformer_edu import causal_mask\n\n"
         "def look_ahead_mask(T):\n    return causal_mask(T)[0, 0]")}))  # fmt: skip
-    _write(folder, "corrupt", '{"cells": [ this is not json')
-    # chapter 7 defines a `smooth` of its own; an edition of it names its chapter
+    forbidden, shown = subs.forbidden_answers()
+    w(folder, "calls_references", subs.with_answers(forbidden))
+    w(folder, "corrupt", '{"cells": [ this is not json')
+    # chapter 7's notebook: its Colab link names it; an edition of it, its metadata
     chapter7 = json.loads(
         (ROOT / "chapters" / "07_residual_norm_ffn.ipynb").read_text()
     )
-    _write(folder, "other_chapter", chapter7)
+    w(folder, "other_chapter", chapter7)
     chapter7["metadata"]["transformer_edu"] = {"chapter": "07_residual_norm_ffn"}
-    _write(folder, "other_edition", chapter7)
-    rows = grade(folder, out, time_limit=20)
-    print(table(rows))
-    by = {}
-    for r in rows:
-        by.setdefault(r.student, {})[r.exercise] = r.__dict__
-    assert canary.read_text() == "keep me"
-    return folder, out, by
+    w(folder, "other_edition", chapter7)
+    for student, nb in {**subs.holes(out, markers), **subs.honest()}.items():
+        w(folder, student, nb)
+    # one folder per student, as learning platforms download them
+    ada = folder / "ada_1234_assignsubmission_file_"
+    w(ada / "old", "draft", subs.student_nb())
+    os.utime(ada / "old" / "draft.ipynb", (1e9, 1e9))
+    w(ada, "Untitled", subs.with_answers(subs.solved()))
+    result = make_grade(folder, out)
+    returned = time.monotonic()
+    print(result.stdout)
+    return {
+        "folder": folder, "out": out, "markers": markers, "canary": canary,
+        "by": read_grades(out), "returned": returned, "stdout": result.stdout,
+        "csv": (out / "grades.csv").read_bytes(), "shown": shown,
+    }  # fmt: skip
 
 
 def test_the_solution_gets_full_marks(graded):
-    _, _, by = graded
-    rows = by["solved"].values()
+    rows = graded["by"]["solved"].values()
     assert all(r["status"] == "passed" for r in rows), [
         (r["exercise"], r["verdict"]) for r in rows if r["status"] != "passed"
     ]
-    assert sum(r["points"] for r in rows) == sum(e.points for e in EXERCISES)
+    assert total(graded["by"]["solved"]) == subs.MAX
 
 
 def test_the_unsolved_edition_is_not_implemented_everywhere(graded):
-    _, _, by = graded
-    assert {r["status"] for r in by["unsolved"].values()} == {"not implemented"}
+    assert {r["status"] for r in graded["by"]["unsolved"].values()} == {
+        "not implemented"
+    }
 
 
-def test_zoo_bugs_get_their_hints(graded):
-    _, _, by = graded
+def test_zoo_bugs_get_their_hints_and_credit_for_the_cases_they_pass(graded):
+    by = graded["by"]
     for student, (_, bug, exercise) in BUGGY.items():
         row = by[student][exercise]
-        assert row["status"] == "failed" and row["points"] == 0
+        assert row["status"] == "failed", row
+        assert float(row["points"]) < int(row["max_points"])
+        share = int(row["cases_passed"]) / int(row["cases_total"])
+        assert float(row["points"]) == pytest.approx(
+            round(int(row["max_points"]) * share, 2)
+        )
         assert BUG_ZOO[bug].keyword.lower() in (row["hint"] + row["verdict"]).lower()
         others = [r for e, r in by[student].items() if e != exercise]
         assert all(r["status"] == "not implemented" for r in others)
 
 
 def test_bad_submissions_get_rows_that_say_what_happened(graded):
-    _, _, by = graded
+    by = graded["by"]
     assert "ValueError: boom" in by["raises"]["6.2"]["verdict"]
     hang = by["hangs"]["6.1"]
     assert hang["status"] == "timed out" and "time limit" in hang["verdict"]
+    assert "case 1/4: T=4" in hang["verdict"]  # the case that hung
     assert by["hangs"]["6.2"]["status"] == "not implemented"  # graded after the hang
     printed = by["prints"]["9.2"]
-    assert printed["status"] == "passed" and "printed 14,000,014" in printed["note"]
+    assert (
+        printed["status"] == "passed"
+        and "printed 14,000,014 characters" in printed["note"]
+    )
     deleted = by["deletes"]["9.1"]
     assert "PermissionError" in deleted["verdict"], deleted
+    assert graded["canary"].read_text() == "keep me"
     assert CALLED_REFERENCE in by["cheats"]["6.1"]["verdict"]
     for student, says in [("corrupt", "not a readable notebook"),
-                          ("other_chapter", "not the notebook of 11_exercises"),
-                          ("other_edition", "chapter 07_residual_norm_ffn")]:  # fmt: skip
+                          ("other_chapter", "chapter 07_residual_norm_ffn (its Colab"),
+                          ("other_edition", "chapter 07_residual_norm_ffn (its meta")]:  # fmt: skip
         rows = by[student].values()
-        assert all(r["status"] == "error" and r["points"] == 0 for r in rows)
+        assert all(r["status"] == "error" and r["points"] == "0" for r in rows)
         assert all(says in r["verdict"] for r in rows), list(rows)[0]
 
 
-def test_grades_are_written_to_a_csv_in_the_output_folder_only(graded):
-    folder, out, by = graded
-    assert sorted(p.name for p in out.iterdir()) == ["grades.csv"]
+def test_an_answer_that_calls_a_reference_fails_naming_it(graded):
+    for r in graded["by"]["calls_references"].values():
+        assert r["status"] == "failed" and r["points"] == "0", r
+        assert f"{CALLED_REFERENCE}: {graded['shown'][r['exercise']]}," in r["verdict"]
+
+
+# --- the tricks of issue 34: nothing for what was not solved ------------------------------
+
+
+def test_every_trick_scores_nothing(graded):
+    by = graded["by"]
+    tricks = [s for s in by if s.startswith("hole_")]
+    assert len(tricks) == 10
+    scores = {s: total(by[s]) for s in tricks}
+    assert scores == dict.fromkeys(tricks, 0), scores
+    # the tricks that call references are told so
+    assert CALLED_REFERENCE in by["hole_forges_sealed"]["6.1"]["verdict"]
+    assert all(r["status"] == "failed" for r in by["hole_allow_references"].values())
+    torch_off = by["hole_disable_torch_function"]
+    assert "DisableTorchFunction" in torch_off["7"]["verdict"], torch_off["7"]
+    assert "DisableTorchFunction" in torch_off["4"]["verdict"], torch_off["4"]
+    assert torch_off["6.1"]["status"] == "failed"  # a copy of causal_mask's code
+    # os.system and subprocess were refused: nothing ran
+    for student in ("hole_os_system", "hole_setsid"):
+        assert "PermissionError" in by[student]["7"]["verdict"], by[student]["7"]
+    assert not list(graded["markers"].glob("os_system*"))
+    # writing the outputs, or anywhere outside its folder: refused, nothing written
+    wrote = by["hole_writes_outputs"]["1.1"]["note"]
+    assert "raised RuntimeError: PermissionError PermissionError PermissionError " \
+        "PermissionError" in wrote, wrote  # fmt: skip
+    assert not list(graded["markers"].glob("written*"))
+    # no signal handler, no signal to another process, no timer: all refused
+    sent = by["hole_signals"]["1.1"]["note"]
+    assert "raised RuntimeError: " + " ".join(["PermissionError"] * 5) in sent, sent
+    copies = by["hole_copies_reference"]
+    assert CALLED_REFERENCE + ": transformer_edu.masks.causal_mask" in \
+        copies["6.1"]["verdict"]  # fmt: skip
+    assert copies["6.2"]["status"] == "failed"  # the lying tensor is a plain one here
+    assert copies["9.1"]["status"] == "error" and "ended" in copies["9.1"]["verdict"]
+
+
+def test_nothing_a_submission_started_outlives_make_grade(graded):
+    assert not _with_marker(graded["markers"])
+    time.sleep(max(0.0, graded["returned"] + 10 - time.monotonic()))
+    assert (graded["out"] / "grades.csv").read_bytes() == graded["csv"]
+    assert not list(graded["markers"].glob("setsid*"))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the warden's backstop is Linux's")
+def test_the_warden_kills_a_process_that_escaped_the_locks(tmp_path):
+    """With seccomp off (a switch for this test only), a submission does start a
+    process of its own session; the warden, its subreaper, kills it all the same."""
+    folder, out, marker = tmp_path / "in", tmp_path / "out", tmp_path / "escaped"
+    subs.write(folder, "escapes", subs.escapes(marker))
+    make_grade(folder, out, TRANSFORMER_EDU_GRADING_TEST_NO_SECCOMP="1")
+    returned, written = time.monotonic(), (out / "grades.csv").read_bytes()
+    assert not _with_marker(marker), "a process the submission started is running"
+    time.sleep(max(0.0, returned + 10 - time.monotonic()))
+    assert not marker.exists() and (out / "grades.csv").read_bytes() == written
+
+
+# --- honest work is never lost ----------------------------------------------------------------
+
+
+def test_honest_work_is_graded_as_the_notebook_would(graded):
+    by = graded["by"]
+    for student, (points, not_passed) in subs.EXPECTED_HONEST.items():
+        rows = by[student]
+        assert total(rows) == pytest.approx(points), [
+            (e, r["status"], r["verdict"]) for e, r in rows.items()
+            if r["status"] != "passed"
+        ]  # fmt: skip
+        if not_passed is not None:
+            assert {e: r["status"] for e, r in rows.items()
+                    if r["status"] != "passed"} == not_passed  # fmt: skip
+    partial = by["honest_partial"]["6.2"]
+    assert (partial["cases_passed"], partial["cases_total"]) == ("3", "4")
+    hang = by["honest_hang_in_class_body"]["7"]
+    assert "the definition of Forever (cell" in hang["verdict"], hang
+    assert "ran past the time limit" in hang["verdict"]
+    pasted = by["honest_new_notebook"]
+    assert {e for e, r in pasted.items() if r["status"] == "passed"} == {
+        "6.1",
+        "6.2",
+        "9.1",
+    }
+    assert all(r["status"] == "missing" for e, r in pasted.items()
+               if e not in ("6.1", "6.2", "9.1"))  # fmt: skip
+
+
+def test_one_folder_per_student_is_graded(graded):
+    rows = graded["by"]["ada_1234_assignsubmission_file_"]
+    assert total(rows) == subs.MAX
+    assert (
+        "graded Untitled.ipynb; also in the folder, not graded: old/draft.ipynb"
+        in (rows["1.1"]["note"])
+    )
+
+
+# --- what a teacher hands back --------------------------------------------------------------
+
+
+def test_the_outputs_are_the_detailed_table_the_lms_table_and_feedback(graded):
+    out, by = graded["out"], graded["by"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "feedback", "grades.csv", "lms.csv",
+    ]  # fmt: skip
     lines = (out / "grades.csv").read_text(encoding="utf8").splitlines()
-    assert lines[0].startswith("student,exercise,name,points,max_points,status")
-    assert len(lines) == 1 + len(by) * len(EXERCISES)
-    assert (folder / "canary.txt").exists()
+    assert lines[0] == (
+        "student,exercise,name,points,max_points,cases_passed,cases_total,status,"
+        "verdict,hint,note"
+    )
+    assert len(list(csv.reader(lines))) == 1 + len(by) * len(EXERCISES)
+    with open(out / "lms.csv", encoding="utf8") as f:
+        lms = list(csv.reader(f))
+    assert lms[0] == ["student", *IDS, "total", "max"]
+    assert len(lms) == 1 + len(by)  # one row per student
+    for row in lms[1:]:
+        student, points = row[0], [float(x) for x in row[1:-2]]
+        assert len(points) == len(IDS)
+        assert float(row[-2]) == pytest.approx(total(by[student]))
+        assert sum(points) == pytest.approx(float(row[-2]))
+        assert row[-1] == str(subs.MAX)
+    feedback = sorted(p.stem for p in (out / "feedback").iterdir())
+    assert len(feedback) == len(by)
+    text = (out / "feedback" / "zoo_no_scaling.md").read_text(encoding="utf8")
+    assert text.startswith("# Feedback for zoo_no_scaling")
+    row = by["zoo_no_scaling"]["4"]
+    assert f"**{row['points']} / {subs.MAX} points**" in text
+    assert row["hint"] and row["hint"] in text
+    assert "case 1/" in text  # the checker's whole message
 
 
-def test_read_program_keeps_definitions_and_drops_run_time_code(tmp_path):
+def test_the_printed_table_has_totals(graded):
+    line = next(x for x in graded["stdout"].splitlines() if x.startswith("solved "))
+    assert line.endswith(f"{subs.MAX}/{subs.MAX}")
+
+
+def test_read_program_keeps_what_the_answers_need_and_drops_run_time_code(tmp_path):
     nb = nbformat.v4.new_notebook(
         metadata={"transformer_edu": {"chapter": "11_exercises"}},
         cells=[
             nbformat.v4.new_code_cell("%pip install x\nimport math\nEPS = 1e-5"),
-            nbformat.v4.new_code_cell("train_for_an_hour()\nresult = slow()"),
-            nbformat.v4.new_code_cell("def look_ahead_mask(T):\n    return T"),
+            nbformat.v4.new_code_cell("model = train_for_an_hour()\nresult = slow()"),
+            nbformat.v4.new_code_cell("device = pick()\ndef helper(T):\n    return T"),
+            nbformat.v4.new_code_cell("def look_ahead_mask(T):\n    return helper(T)"),
+            nbformat.v4.new_code_cell("def unused(x):\n    return model(x)"),
             nbformat.v4.new_code_cell("def broken(:"),
         ],
     )
     path = tmp_path / "a.ipynb"
     nbformat.write(nb, path)
-    snippets, notes = read_program(path)
-    assert snippets == [
+    snippets, notes = read_program(path, NAMES)
+    assert [s.code for s in snippets] == [
         "import math",
         "EPS = 1e-5",
-        "def look_ahead_mask(T):\n    return T",
+        "def helper(T):\n    return T",
+        "def look_ahead_mask(T):\n    return helper(T)",
     ]
-    assert notes and "cell 3" in notes[0]
+    assert [s.label for s in snippets][
+        -1
+    ] == "the definition of look_ahead_mask (cell 3)"
+    assert notes and "cell 5" in notes[0]
+    # a helper's global that the answer needs comes too; the model it never reads not
+    nb.cells[2].source = "device = pick()\ndef helper(T):\n    return device"
+    nbformat.write(nb, path)
+    codes = [s.code for s in read_program(path, NAMES)[0]]
+    assert "device = pick()" in codes and "model = train_for_an_hour()" not in codes
 
 
-def _graders_children(grader_pid: int) -> list[int]:
-    """Pids of the exercise-running processes a grader with this pid started."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-            environ = (proc / "environ").read_bytes().split(b"\0")
-        except (OSError, ValueError):
-            continue  # not a process, gone, or not ours
-        if b"--child" in cmdline and (
-            f"TRANSFORMER_EDU_GRADER_PID={grader_pid}".encode() in environ
-        ):
-            found.append(int(proc.name))
-    return found
-
-
-def _running(pid: int) -> bool:
-    """True while the process exists and is not a zombie awaiting its parent."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def _forbidden_answers() -> tuple[dict[str, str], dict[str, str]]:
-    """For every exercise, the first answer of test_references' table of forbidden
-    implementations, under the exercise's name; and the name its verdict must show."""
-    import re
-
-    answers, shown = {}, {}
-    for ex in EXERCISES:
-        key = f"{ex.checker}[{ex.kind}]" if ex.kind else ex.checker
-        name, source = FORBIDDEN[key][0]
-        answers[ex.name] = re.sub(r"\banswer\b", ex.name, answer_source(source))
-        shown[ex.id] = name
-    return answers, shown
-
-
-def test_the_command_line_grades_as_grade_does(tmp_path):
-    """`make grade` runs the module with `python -m`: its children must start too,
-    and they refuse a call to a reference as the checkers do in the notebook."""
-    import csv
-    import os
-    import subprocess
-    import sys
-
-    folder, out = tmp_path / "submissions", tmp_path / "grades"
-    folder.mkdir()
-    _write(folder, "solved", _with_answers(_solved()))
-    forbidden, shown = _forbidden_answers()
-    _write(folder, "calls_references", _with_answers(forbidden))
-    subprocess.run(
-        [sys.executable, "-m", "transformer_edu.exercises.grading", str(folder),
-         "--out", str(out), "--time-limit", "60"],  # fmt: skip
-        check=True, capture_output=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )  # fmt: skip
-    with open(out / "grades.csv", encoding="utf8") as f:
-        rows = list(csv.DictReader(f))
-    assert len(rows) == 2 * len(EXERCISES)
-    solved = [r for r in rows if r["student"] == "solved"]
-    assert all(r["status"] == "passed" for r in solved), [
-        (r["exercise"], r["verdict"]) for r in solved if r["status"] != "passed"
-    ]
-    for r in (r for r in rows if r["student"] == "calls_references"):
-        assert r["status"] == "failed" and r["points"] == "0", r
-        assert f"{CALLED_REFERENCE}: {shown[r['exercise']]}," in r["verdict"], r
-
-
-@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 def test_a_grader_killed_outright_leaves_no_student_code_running(tmp_path):
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     folder, out = tmp_path / "submissions", tmp_path / "grades"
-    folder.mkdir()
-    _write(folder, "hangs", _with_answers({"look_ahead_mask": (
+    subs.write(folder, "hangs", subs.with_answers({"look_ahead_mask": (
         "def look_ahead_mask(T):\n    while True:\n        pass")}))  # fmt: skip
     grader = subprocess.Popen(
         [
@@ -435,20 +501,133 @@ def test_a_grader_killed_outright_leaves_no_student_code_running(tmp_path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 120
-    try:
-        while not (children := _graders_children(grader.pid)):
-            assert grader.poll() is None, "the grader ended before starting a child"
-            assert time.monotonic() < deadline, "the grader started no child"
+    deadline = time.monotonic() + 180
+    try:  # the warden and the runner it forked
+        while len(below := _descendants(grader.pid)) < 2:
+            assert grader.poll() is None, "the grader ended before starting a runner"
+            assert time.monotonic() < deadline, "the grader started no runner"
             time.sleep(0.2)
-        time.sleep(1.0)  # the child busy (importing, or in the endless loop)
+        time.sleep(2.0)  # the runner busy (loading, or in the endless loop)
+        below = _descendants(grader.pid)
     finally:
         grader.send_signal(signal.SIGKILL)  # no handler, no clean-up: gone at once
         grader.wait()
     deadline = time.monotonic() + 30
-    while alive := [pid for pid in children if _running(pid)]:
+    while alive := [pid for pid in below if _running(pid)]:
         if time.monotonic() > deadline:
             for pid in alive:
                 os.kill(pid, signal.SIGKILL)
-            pytest.fail(f"the grader's child {alive} outlived it by 30 s")
+            pytest.fail(f"the grader's processes {alive} outlived it by 30 s")
         time.sleep(0.2)
+
+
+def _running(pid: int) -> bool:
+    """True while the process exists and is not a zombie awaiting its parent."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+# --- the notebook's verdict is the grader's -------------------------------------------------
+
+
+MIXED = {  # honest answers, right and wrong, as a class writes them
+    **subs.solved(),
+    **subs.HELPERS,
+    **subs.PARTIAL,
+    "look_ahead_mask": subs.zoo_cell("look_ahead_mask", "causal mask upper"),
+    "attention": subs.zoo_cell("attention", "no scaling"),
+    "MyLayerNorm": subs.zoo_cell("MyLayerNorm", "LayerNorm unbiased variance"),
+    "smooth": "def smooth(target, vocab_size, smoothing):\n    raise ValueError('boom')",
+    "greedy": "def greedy(model, src, max_len):\n    raise NotImplementedError",
+}
+_MARKS = {"✓": "passed", "✗": "failed", "…": "not implemented"}
+
+
+def _notebook_verdicts(nb: nbformat.NotebookNode) -> dict[str, tuple[str, str]]:
+    """Exercise id -> (status, the line after the first) from an executed notebook's
+    printed checker messages."""
+    found = {}
+    for cell in nb.cells:
+        ids = cell.metadata.get("exercises")
+        if not ids:
+            continue
+        text = "".join(
+            o.get("text", "") for o in cell.outputs if o.output_type == "stream"
+        )
+        lines = text.splitlines()
+        starts = [i for i, line in enumerate(lines) if line[:1] in _MARKS]
+        assert len(starts) == len(ids), (ids, text[:500])
+        for ex_id, i in zip(ids, starts, strict=True):
+            what = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            found[ex_id] = (_MARKS[lines[i][0]], what)
+    return found
+
+
+def test_a_notebook_and_the_grader_give_the_same_verdicts(tmp_path):
+    """Honest notebooks, run as a student runs them (every checker in its cell) and
+    graded: each exercise's verdict is the same both ways."""
+    from nbclient import NotebookClient
+
+    folder, out = tmp_path / "in", tmp_path / "out"
+    notebooks = {"both_solved": subs.compact({**subs.solved(), **subs.HELPERS}),
+                 "both_mixed": subs.compact(MIXED)}  # fmt: skip
+    verdicts = {}
+    for name, nb in notebooks.items():
+        path = subs.write(folder, name, nb)
+        executed = nbformat.read(path, as_version=4)
+        NotebookClient(executed, timeout=300, kernel_name="python3",
+                       resources={"metadata": {"path": str(tmp_path)}}).execute()  # fmt: skip
+        verdicts[name] = _notebook_verdicts(executed)
+    make_grade(folder, out)
+    by = read_grades(out)
+    for name, seen in verdicts.items():
+        assert set(seen) == set(IDS)
+        for ex_id, (status, what) in seen.items():
+            row = by[name][ex_id]
+            assert row["status"] == status, (name, ex_id, row["verdict"], what)
+            if status == "failed":
+                assert row["verdict"] == what, (name, ex_id)
+    assert {s for s, _ in verdicts["both_solved"].values()} == {"passed"}
+    assert {s for s, _ in verdicts["both_mixed"].values()} == set(_MARKS.values())
+
+
+def test_the_audit_hook_refuses_proc_however_the_path_is_spelled(tmp_path):
+    """Where the kernel has no Landlock, the runner's audit hook alone keeps a
+    submission out of /proc (its own memory, where the key lies): a str, bytes, or a
+    link into /proc such as /dev/fd/.. all count; its own folder stays open."""
+    from transformer_edu.exercises.grading import runner
+
+    state = {"inside": None, "handling": 0, "phase": "", "recorded": set(),
+             "off": False}  # fmt: skip
+    hook, enable = runner._audit_hook(str(tmp_path), {"names": {}}, [], state, b"k")
+    enable()
+    for path in ("/proc/self/mem", b"/proc/self/mem", "/dev/fd/../mem",
+                 b"/dev/fd/3", "../" * 30 + "proc/1/environ"):  # fmt: skip
+        with pytest.raises(PermissionError, match="grader's process is its own"):
+            hook("open", (path, "rb", 0))
+    hook("open", (str(tmp_path / "mine.txt"), "w", 0))  # its folder: allowed
+    hook("open", ("notes.txt", "r", 0))
+    with pytest.raises(PermissionError, match="outside its folder"):
+        hook("open", (b"/tmp/forged.csv", None, os.O_WRONLY | os.O_CREAT))
+
+
+def test_no_cell_of_the_tables_starts_like_a_formula(tmp_path):
+    """A student names the file; a spreadsheet must not run it as a formula."""
+    from transformer_edu.exercises.grading.report import Row, write_all
+
+    rows = [Row("=HYPERLINK(1)", "6.1", "look_ahead_mask", 1, 1, 4, 4,
+                "passed", "@SUM(1)", "+1", "-x")]  # fmt: skip
+    write_all(rows, tmp_path, ["6.1"])
+    with open(tmp_path / "grades.csv", encoding="utf8") as f:
+        detailed = next(csv.DictReader(f))
+    assert detailed["student"] == "'=HYPERLINK(1)"
+    assert (detailed["verdict"], detailed["hint"], detailed["note"]) == (
+        "'@SUM(1)", "'+1", "'-x",
+    )  # fmt: skip
+    assert detailed["points"] == "1"
+    with open(tmp_path / "lms.csv", encoding="utf8") as f:
+        lms = list(csv.reader(f))
+    assert lms[1] == ["'=HYPERLINK(1)", "1", "1", "1"]

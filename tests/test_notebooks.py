@@ -161,8 +161,10 @@ def test_sync_colab_writes_cells_that_follow_the_config(tmp_path):
     assert sync_colab.sync([path], tmp_path) == [path]
     cells = nbformat.read(path, as_version=4).cells
     assert [c.cell_type for c in cells] == ["markdown", "markdown", "code", "code"]
-    assert "colab.research.google.com/github/me/book/blob/main/chapters/01_x.ipynb" in (
-        cells[0].source
+    # a chapter's badge opens its reading copy (book/colab_notebooks.py)
+    assert (
+        "colab.research.google.com/github/me/book/blob/main/en/chapters/01_x.ipynb"
+        in (cells[0].source)
     )
     assert "git+https://github.com/me/book@main" in cells[2].source
     assert cells[3].source == "print(1)"

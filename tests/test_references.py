@@ -642,3 +642,75 @@ def test_the_previous_profiler_is_restored():
         assert sys.getprofile() is mine
     finally:
         sys.setprofile(None)
+
+
+def test_a_copy_of_the_references_code_is_the_reference():
+    # a function made from a copy of the reference's code object, renamed and moved
+    import types
+
+    copied = causal_mask.__code__.replace(co_name="mine", co_firstlineno=1)
+    mine = types.FunctionType(
+        copied, causal_mask.__globals__, "mine", causal_mask.__defaults__
+    )
+    mine.__kwdefaults__ = causal_mask.__kwdefaults__
+    result = CHECKERS["check_causal_mask"](lambda T: mine(T)[0, 0], quiet=True)
+    assert not result and f"{CALLED_REFERENCE}: transformer_edu.masks.causal_mask," in (
+        result.message
+    ), result.message
+
+
+def test_switching_torch_function_modes_off_is_reported():
+    def off(x, weight, bias, eps=1e-5):
+        with torch._C.DisableTorchFunction():
+            return torch.layer_norm(x, x.shape[-1:], weight, bias, eps)
+
+    result = CHECKERS["check_layer_norm"](off, quiet=True)
+    assert not result and "DisableTorchFunction" in result.message, result.message
+
+
+def test_taking_the_checkers_mode_off_the_stack_is_reported():
+    def popped(x, weight, bias, eps=1e-5):
+        with torch.overrides._pop_mode_temporarily():
+            return torch.layer_norm(x, x.shape[-1:], weight, bias, eps)
+
+    result = CHECKERS["check_layer_norm"](popped, quiet=True)
+    assert not result and "torch function mode" in result.message, result.message
+
+
+def test_the_references_source_compiled_again_is_the_reference():
+    """code_key is of the instructions, not of the file, and not of what the compiler
+    chose from the rest of the file (a file that imports torch calls torch.ones with
+    other instructions than a cell that does not): exec of the source is seen."""
+    import inspect
+
+    from transformer_edu import masks
+    from transformer_edu.exercises.watch import code_key
+
+    ns: dict = {}
+    exec(
+        inspect.getsource(masks.causal_mask),
+        {"torch": torch, "Tensor": torch.Tensor},
+        ns,
+    )
+    copy = ns["causal_mask"]
+    assert copy.__code__.co_code != masks.causal_mask.__code__.co_code  # not the same
+    assert code_key(copy.__code__) == code_key(masks.causal_mask.__code__)
+
+    def mine(T):  # an honest answer is not the reference
+        return torch.ones(T, T, dtype=torch.bool).tril()
+
+    assert code_key(mine.__code__) != code_key(masks.causal_mask.__code__)
+    # a method with no docstring, its lines typed again elsewhere: not a copy
+    from transformer_edu.norm import LayerNorm
+
+    ns = {}
+    exec(
+        textwrap.dedent(inspect.getsource(LayerNorm.forward)),
+        {"torch": torch, "Tensor": torch.Tensor},
+        ns,
+    )
+    forward = LayerNorm.forward.__code__
+    assert not isinstance(forward.co_consts[0], str)
+    assert code_key(ns["forward"].__code__) != code_key(forward)
+    result = CHECKERS["check_causal_mask"](lambda T: copy(T)[0, 0], quiet=True)
+    assert not result and "transformer_edu.masks.causal_mask" in result.message

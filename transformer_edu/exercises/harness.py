@@ -4,30 +4,45 @@ safely, and showing where a tensor differs from the reference.
 A case is a function that returns when it passes and raises :class:`Failure` (what,
 expected, got, hint) when it does not; :func:`run_cases` turns the first failure
 into a :class:`CheckResult`. A checker names the references its exercise asks the
-learner to write (:func:`references`): the package's and torch's Python functions by
-their code, torch's own implementations also by name. A call to one of them from
-inside the learner's code fails the case, however the learner reached it.
+learner to write (:func:`references`, from ``watch``): the package's and torch's
+Python functions by their bytecode, torch's own implementations also by name. A call
+to one of them from inside the learner's code fails the case, however the learner
+reached it.
+
+The grader calls the learner's code in another process (``exercises.grading``): a
+callable marked ``__transformer_edu_remote__`` runs there, and :func:`call` takes its
+exception's frames and the references it called from that process.
 """
 
 from __future__ import annotations
 
 import contextlib
 import html
-import inspect
 import math
-import os
-import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass, field
-from pathlib import Path
-from types import CodeType, FrameType
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
-from torch.overrides import TorchFunctionMode
+
+from .watch import (  # noqa: F401  re-exported: the checkers' and the grader's
+    _ALLOWED,
+    _FORBIDDEN,
+    _SWITCHES,
+    _TORCH_DIR,
+    CALLED_REFERENCE,
+    FORBIDDEN_SETS,
+    TORCH_MODE_OFF,
+    TORCH_OFF,
+    Forbidden,
+    _watching,
+    allow_references,
+    code_key,
+    references,
+)
 
 BOOLEAN_MASK = "masks are boolean (True = may attend): compare, or call .bool()"
 VIEW_AFTER_TRANSPOSE = (
@@ -51,6 +66,7 @@ class CheckResult:
     hint: str | None = None  # the likely mistake, when the checker recognised it
     cases_run: int = 0  # cases tried, the failing one included
     cases_total: int = 0
+    cases_passed: int = 0  # when grading, every case is tried (count_every_case)
 
     def __bool__(self) -> bool:
         return self.passed
@@ -108,6 +124,20 @@ class Case:
     run: Callable[[], None]  # returns when the case passes, raises Failure when not
 
 
+_COUNTING: ContextVar[bool] = ContextVar("counting", default=False)
+
+
+@contextlib.contextmanager
+def count_every_case() -> Iterator[None]:
+    """Inside the block, a checker tries every case after the first failure too, to
+    count those that pass (the grader's partial credit); its verdict is unchanged."""
+    token = _COUNTING.set(True)
+    try:
+        yield
+    finally:
+        _COUNTING.reset(token)
+
+
 def run_cases(
     check: str,
     cases: Sequence[Case],
@@ -124,17 +154,41 @@ def run_cases(
     try:
         with torch.random.fork_rng(devices=[]):  # the learner's random state is kept
             result = _first_failure(check, cases)
+            if result is not None:
+                result.cases_passed = result.cases_run - 1
+                if result.status == "failed" and _COUNTING.get():
+                    result.cases_passed = _count_the_rest(result, cases)
     finally:
         _FORBIDDEN.reset(token)
     if result is None:
         names = " · ".join(c.label for c in cases)
         message = f"✓ {check}: all {total} cases pass ({names})."
         result = CheckResult(
-            check, True, message, "passed", cases_run=total, cases_total=total
-        )
+            check, True, message, "passed", cases_run=total, cases_total=total,
+            cases_passed=total,
+        )  # fmt: skip
     if not quiet:
         print(result.message)
     return result
+
+
+def _count_the_rest(result: CheckResult, cases: Sequence[Case]) -> int:
+    """Cases that pass, the first failure's predecessors included; none for code that
+    called a reference. Anything but an ordinary exception stops the count."""
+    if CALLED_REFERENCE in result.message:
+        return 0
+    passed = result.cases_run - 1
+    for case in cases[result.cases_run :]:
+        try:
+            case.run()
+        except Failure as f:
+            if CALLED_REFERENCE in f.what:
+                return 0
+        except Exception:  # noqa: S110  a failing case: not counted
+            pass
+        else:
+            passed += 1
+    return passed
 
 
 def _first_failure(check: str, cases: Sequence[Case]) -> CheckResult | None:
@@ -166,215 +220,23 @@ def _first_failure(check: str, cases: Sequence[Case]) -> CheckResult | None:
                 f"  could not read your answer: {type(e).__name__}: {short(str(e))}"
             )
             return CheckResult(check, False, message, "failed", **failed)
+        except BaseException as e:  # the grader stopped the code: say in which case
+            e.add_note(f"case {i}/{total}: {case.label}")
+            raise
     return None
 
 
-# --- the references a learner may not call -----------------------------------------
-
-CALLED_REFERENCE = "called the reference"  # in every such verdict's message
-
-
-@dataclass(frozen=True)
-class Forbidden:
-    """The references of one exercise: Python functions by their code, and torch's
-    own implementations by name, whatever door leads to them."""
-
-    codes: dict[CodeType, str] = field(default_factory=dict)  # code -> shown name
-    torch_names: tuple[str, ...] = ()  # a torch function whose name contains one
-    # each torch function or code met so far -> its shown name if forbidden, else None
-    judged: dict[Any, str | None] = field(default_factory=dict, compare=False)
-
-
-def references(*objects: Any, torch_names: Sequence[str] = ()) -> Forbidden:
-    """What calling any of ``objects`` (functions, classes) or any of torch's
-    functions named like ``torch_names`` looks like.
-
-    An object may also be an ``(object, "the name to show")`` pair. A class stands for
-    the functions defined in its own body (``__init__``, ``forward``, …), not the
-    ones it inherits (``nn.Module.__call__`` stays free); a decorated function for
-    the function inside (``@torch.no_grad()``'s wrapper is shared by many). A torch
-    builtin (``F.scaled_dot_product_attention``) stands for its name.
-
-    ``"layer_norm"`` in ``torch_names`` forbids every torch function, tensor method
-    or operator whose name contains it: ``F.layer_norm``, ``torch.layer_norm``,
-    ``torch.native_layer_norm``, ``torch.ops.aten.native_layer_norm.default``, …
-    """
-    codes: dict[CodeType, str] = {}
-    names = list(torch_names)
-
-    def add(obj: Any, name: str) -> None:
-        if isinstance(obj, (staticmethod, classmethod)):
-            obj = obj.__func__
-        obj = inspect.unwrap(obj) if callable(obj) else obj
-        code = getattr(obj, "__code__", None)
-        if isinstance(code, CodeType):
-            codes.setdefault(code, name)
-        elif callable(obj) and not isinstance(obj, type):
-            names.append(obj.__name__)  # a builtin: torch's, by its name
-
-    for item in objects:
-        obj, name = item if isinstance(item, tuple) else (item, None)
-        if name is None:
-            module, qualname = getattr(obj, "__module__", "?"), obj.__qualname__
-            name = f"{module}.{qualname}"
-        if isinstance(obj, type):
-            for member in vars(obj).values():
-                if isinstance(member, property):
-                    continue
-                if callable(member) or isinstance(member, (staticmethod, classmethod)):
-                    add(member, name)
-        else:
-            add(obj, name)
-    return Forbidden(codes, tuple(dict.fromkeys(names)))
-
-
-_FORBIDDEN: ContextVar[Forbidden | None] = ContextVar("forbidden", default=None)
-
-
-_ALLOWED: list[bool] = []  # non-empty inside allow_references()
-
-
-@contextlib.contextmanager
-def allow_references() -> Iterator[None]:
-    """Let checkers pass code that calls the references: for testing a checker
-    against the package itself, never for grading."""
-    _ALLOWED.append(True)
-    try:
-        yield
-    finally:
-        _ALLOWED.pop()
-
-
-_TORCH_DIR = str(Path(torch.__file__).parent)
-_TORCH_FILES = _TORCH_DIR + os.sep  # torch's own Python files, not torchvision's
-
-
-class _Watch(TorchFunctionMode):
-    """Notes each forbidden call while the learner's code runs.
-
-    Two observers, because neither sees every door alone. A profiler
-    (``sys.setprofile``) sees every call of a Python function by the code it runs,
-    so an alias (``from transformer_edu import causal_mask as m``) or a subclass is
-    seen too; torch's own Python functions are also matched by name. A torch
-    function mode sees every call into torch by the function called: ``F.…``,
-    ``torch.…``, tensor methods and ``torch.ops`` operators, even when no Python
-    code calls them directly (``functools.partial(F.scaled_dot_product_attention)``,
-    ``map(torch.layer_norm, …)``), which a profiler cannot see. A forbidden call is
-    noted once, by its outermost name: what it calls in turn is its own business.
-    """
-
-    def __init__(self, forbidden: Forbidden):
-        super().__init__()
-        self.forbidden = forbidden
-        self.seen: list[str] = []
-        self.inside: FrameType | None = None  # the forbidden frame now running
-
-    def profile(self, frame: FrameType, event: str, arg: Any) -> None:
-        if event == "call":
-            if self.inside is not None:
-                return
-            code = frame.f_code
-            name = self.forbidden.codes.get(code)
-            if name is None and self.forbidden.torch_names:
-                judged = self.forbidden.judged
-                if code not in judged:
-                    judged[code] = self._torch_python(frame)
-                name = judged[code]
-            if name is not None:
-                if name not in self.seen:
-                    self.seen.append(name)
-                self.inside = frame
-        elif event == "return" and frame is self.inside:
-            self.inside = None
-
-    def _torch_python(self, frame: FrameType) -> str | None:
-        """The shown name of a Python function of torch's named like a forbidden one."""
-        code = frame.f_code
-        qualname = getattr(code, "co_qualname", code.co_name)  # Python 3.11+
-        if code.co_filename.startswith(_TORCH_FILES) and self._named(qualname):
-            return f"{frame.f_globals.get('__name__', 'torch')}.{qualname}"
-        return None
-
-    def _named(self, name: str) -> bool:
-        return any(n in name for n in self.forbidden.torch_names)
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        # every call into torch passes here, and the profiler sees each call made here:
-        # a cached verdict, looked up without calling anything
-        if self.inside is None:
-            judged = self.forbidden.judged
-            try:
-                shown = judged[func]
-            except KeyError:
-                shown = judged[func] = self._judge(func)
-            except TypeError:  # unhashable: judged afresh each time
-                shown = self._judge(func)
-            if shown is not None and shown not in self.seen:
-                self.seen.append(shown)
-        return func(*args, **(kwargs or {}))
-
-    def _judge(self, func: Any) -> str | None:
-        name = getattr(func, "__name__", None)
-        # an operator overload's name ends with its overload: native_layer_norm.default
-        if isinstance(name, str) and self._named(name.split(".")[0]):
-            return _torch_name(func)
-        return None
-
-
-def _torch_name(func: Any) -> str:
-    """How the learner would write ``func``: torch.nn.functional.layer_norm, …"""
-    name = func.__name__
-    if isinstance(func, torch._ops.OpOverload):
-        return f"torch.ops.{func.namespace}.{name}"
-    for prefix, space in (
-        ("torch.nn.functional", torch.nn.functional),
-        ("torch", torch),
-        ("torch.Tensor", torch.Tensor),
-    ):
-        if getattr(space, name, None) is func:
-            return f"{prefix}.{name}"
-    module = getattr(func, "__module__", None) or "torch"
-    return f"{module.replace('torch._ops.', 'torch.ops.')}.{name}"
-
-
-@contextlib.contextmanager
-def _watching(seen: list[str]) -> Iterator[None]:
-    """Watch the block; append to ``seen`` the name of each forbidden call.
-
-    The previous profiler is restored afterwards; the torch function mode is
-    entered only when the exercise forbids some of torch's own functions.
-    """
-    forbidden = None if _ALLOWED else _FORBIDDEN.get()
-    if forbidden is None or not (forbidden.codes or forbidden.torch_names):
-        yield
-        return
-    watch = _Watch(forbidden)
-    profile = watch.profile
-    previous = sys.getprofile()
-    sys.setprofile(profile)
-    try:
-        with watch if forbidden.torch_names else contextlib.nullcontext():
-            yield
-    finally:
-        switched_off = sys.getprofile() is not profile
-        sys.setprofile(previous)
-        seen += watch.seen
-        if switched_off and not seen:
-            seen.append(_SWITCHED_OFF)
-
-
-_SWITCHED_OFF = "sys.setprofile"
-
-
 def _used_reference(seen: list[str]) -> Failure:
-    if seen == [_SWITCHED_OFF]:
+    called = [name for name in seen if name not in _SWITCHES]
+    if not called:
         return Failure(
-            "your code switched off the checker's profiler (sys.setprofile), so the "
-            "checker cannot tell whether it called the reference",
-            hint="leave sys.setprofile alone",
+            f"your code {_SWITCHES[seen[0]]}, so the checker cannot tell whether it "
+            "called the reference",
+            hint="leave the checker's watch alone: "
+            + ", ".join(n for n in _SWITCHES if n in seen),
         )
     return Failure(
-        f"your code {CALLED_REFERENCE}: {', '.join(seen)}, which this exercise asks "
+        f"your code {CALLED_REFERENCE}: {', '.join(called)}, which this exercise asks "
         "you to write yourself",
         hint=(
             "the checker tests your code, not a ready-made implementation (the "
@@ -394,8 +256,9 @@ def call(fn: Callable, *args: Any, on_error: Callable | None = None, **kw) -> An
     the checker's forbidden references fails, whatever the code returned or raised.
     """
     seen: list[str] = []
+    remote = getattr(fn, REMOTE, False)
     try:
-        with _watching(seen):
+        with _remote_watching(seen) if remote else _watching(seen):
             result = fn(*args, **kw)
     except NotImplementedError as e:
         if seen:
@@ -405,11 +268,10 @@ def call(fn: Callable, *args: Any, on_error: Callable | None = None, **kw) -> An
         if seen:
             raise _used_reference(seen) from e
         # the last frame that is the learner's (not torch's) is where it went wrong
-        frames = [
-            f
-            for f in traceback.extract_tb(e.__traceback__)[1:]
-            if not f.filename.startswith(_TORCH_DIR)
-        ]
+        tb = (
+            getattr(e, REMOTE_FRAMES, None) or traceback.extract_tb(e.__traceback__)[1:]
+        )
+        frames = [f for f in tb if not f.filename.startswith(_TORCH_DIR)]
         where = ""
         if frames:
             f = frames[-1]
@@ -422,6 +284,21 @@ def call(fn: Callable, *args: Any, on_error: Callable | None = None, **kw) -> An
     if seen:
         raise _used_reference(seen)
     return result
+
+
+REMOTE = "__transformer_edu_remote__"  # on a callable that runs in the grader's runner
+REMOTE_FRAMES = "__transformer_edu_frames__"  # on its exception: the runner's frames
+REMOTE_SEEN: ContextVar[list[str] | None] = ContextVar("remote_seen", default=None)
+
+
+@contextlib.contextmanager
+def _remote_watching(seen: list[str]) -> Iterator[None]:
+    """The runner watches the learner's code; its reports land in ``seen``."""
+    token = REMOTE_SEEN.set(seen)
+    try:
+        yield
+    finally:
+        REMOTE_SEEN.reset(token)
 
 
 def short(text: str, limit: int = 300) -> str:

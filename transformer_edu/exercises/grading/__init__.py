@@ -1,0 +1,292 @@
+"""Grade a folder of submitted notebooks of chapter 11.
+
+    python -m transformer_edu.exercises.grading SUBMISSIONS [--out grades]
+
+The checkers are the tests: each exercise's points come from its checker's verdict
+(partial credit: the share of its cases passed), and its hint goes into the table
+and into the student's feedback file.
+
+Where the grade is decided: in this process, which never runs a line of a student's
+code. Each submission's code runs in a *runner* of its own (``runner``), forked by a
+*warden* (``warden``) that imported torch once; the runner locks itself in before the
+code loads (``confine``: Landlock, seccomp, an audit hook) and answers calls over a
+pipe with signed messages (``wire``). The checker runs here, with proxies for the
+student's function or class (``judge``, ``mirror``): its expected values are computed
+here and compared here. When ``grade`` returns, every runner and every process one
+could have left behind is gone, and the outputs are written (``report``).
+
+Adding a graded exercise needs no change to the grader's machinery:
+
+1. Write its checker beside the chapter's others (``exercises/<topic>.py``), as they
+   are written: ``check_x(fn, quiet=False, **options) -> CheckResult`` over
+   ``harness.run_cases``; the learner's code is called only through
+   ``harness.call(fn, ...)``; expected values are computed and compared in the
+   checker; the references it refuses are named with ``harness.references(...)``
+   (the grader's runner watches the same tables). Register it in
+   ``exercises.CHECKERS``.
+2. Add its line to ``EXERCISES`` below: the id as chapter 11 numbers it, the name the
+   student defines, the checker's key in ``CHECKERS``, the points (its stars), and
+   the ``kind`` option if the checker takes one.
+3. Tests: its forbidden and allowed answers in ``tests/test_references.py`` (a test
+   fails while a checker has none), its solution's name in ``solved()`` of
+   ``tests/_submissions.py``.
+
+What crosses to the student's process: the arguments ``call`` passes are pickled
+(tensors, numbers, lists, the package's modules, a model included; a lambda or a
+function defined inside the checker cannot go: give a module-level one), and what the
+student's code returns comes back as plain values (tensors, numbers, lists, tuples,
+dicts) or, for an object such as an ``nn.Module``, as a mirror whose calls run there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import CHECKERS
+from ..harness import CALLED_REFERENCE, count_every_case
+from .judge import RunnerGone, Warden, proxy
+from .mirror import StudentExit
+from .report import Row, table, write_all
+from .submissions import (
+    CHAPTER,
+    NotASubmission,
+    Snippet,
+    Submission,
+    find,
+    read_program,
+)
+
+TIME_LIMIT_S = 30.0  # per exercise, and per definition when the notebook loads
+OUTPUT_LIMIT = 4000  # characters printed in one check before the grader notes it
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One graded item: the name the student defines and the checker that grades it."""
+
+    id: str  # as numbered in the chapter, e.g. "6.1"
+    name: str  # the function or class the student writes
+    checker: str  # a key of exercises.CHECKERS
+    points: int  # the exercise's stars
+    kind: str | None = None  # check_score_function's kind
+
+
+EXERCISES = [
+    Exercise("1.1", "dot_score", "check_score_function", 1, "dot"),
+    Exercise("1.2", "additive_score", "check_score_function", 2, "additive"),
+    Exercise("2", "embed", "check_token_embedding", 1),
+    Exercise("3.1", "sinusoidal", "check_positional_encoding", 2),
+    Exercise("3.2", "add_positions", "check_add_positional_encoding", 1),
+    Exercise("4", "attention", "check_scaled_dot_product_attention", 2),
+    Exercise("5.1a", "split_heads", "check_split_heads", 1),
+    Exercise("5.1b", "combine_heads", "check_combine_heads", 1),
+    Exercise("5.2", "MyMultiHeadAttention", "check_multi_head_attention", 3),
+    Exercise("6.1", "look_ahead_mask", "check_causal_mask", 1),
+    Exercise("6.2", "pad_mask", "check_padding_mask", 1),
+    Exercise("7", "MyLayerNorm", "check_layer_norm", 2),
+    Exercise("8", "make_masks", "check_transformer_masks", 2),
+    Exercise("9.1", "smooth", "check_label_smoothing", 1),
+    Exercise("9.2", "lr_at", "check_noam_lr", 1),
+    Exercise("10", "greedy", "check_greedy_decode", 3),
+]
+NAMES = {e.name for e in EXERCISES}
+IDS = [e.id for e in EXERCISES]
+
+__all__ = ["CHAPTER", "EXERCISES", "Exercise", "NotASubmission", "Row", "grade",
+           "grade_submission", "main", "read_program", "table"]  # fmt: skip
+
+
+def _row(student: str, ex: Exercise, status: str, verdict: str, **more) -> Row:
+    return Row(student, ex.id, ex.name, 0, ex.points, 0, 0, status, verdict, **more)
+
+
+def grade_submission(
+    sub: Submission, warden: Warden, workdir: Path, time_limit: float, output_limit: int
+) -> list[Row]:
+    """Every exercise's row for one submission (never raises for a bad one)."""
+    try:
+        snippets, notes = read_program(sub.path, NAMES)
+    except NotASubmission as e:
+        return [_row(sub.student, ex, "error", str(e)) for ex in EXERCISES]
+    notes = sub.notes + notes
+    workdir.mkdir(parents=True)
+    skipped: dict[int, str] = {}  # snippet -> why it was skipped
+    load_notes: dict[int, str] = {}  # snippet -> what it raised
+    results: dict[str, Row] = {}
+    pending = list(EXERCISES)
+    for _ in range(len(snippets) + len(EXERCISES) + 1):  # each restart skips one more
+        if not pending:
+            break
+        order = {"snippets": [s.order() for s in snippets], "skip": set(skipped),
+                 "output_limit": output_limit}  # fmt: skip
+        runner = warden.runner(workdir, order)
+        try:
+            header, _ = runner.read()
+            notes += [p for p in header["problems"] if p not in notes]
+            if not _load(runner, snippets, skipped, load_notes, time_limit):
+                continue  # a definition hung or crashed the runner: again without it
+            while pending and runner.alive:
+                ex = pending[0]
+                results[ex.id] = _check(runner, ex, sub.student, snippets, skipped,
+                                        load_notes, time_limit, output_limit)  # fmt: skip
+                pending.pop(0)
+        except RunnerGone as gone:
+            if runner.phase.startswith("while checking") and runner.calls == 0:
+                continue  # it ended before this exercise's code ran: check it again
+            if runner.phase.startswith("while checking") and pending:
+                ex = pending.pop(0)
+                results[ex.id] = _gone_row(sub.student, ex, gone)
+            elif runner.phase == "starting":
+                why = f"the grader's runner did not start: it {gone.why}"
+                for ex in pending:
+                    results[ex.id] = _row(sub.student, ex, "error", why)
+                pending = []
+        finally:
+            runner.end(kill=True)
+    rows: list[Row] = []
+    # what concerns the whole notebook goes on its first row (and into the feedback)
+    notes += [f"{snippets[i].label} {why}" for i, why in skipped.items()]
+    notes += [f"{snippets[i].label} {why}" for i, why in load_notes.items()]
+    for ex in EXERCISES:
+        row = results.get(ex.id) or _row(
+            sub.student, ex, "error", "the grader stopped before this exercise"
+        )
+        if not rows:
+            row.note = "; ".join(filter(None, [row.note, *notes]))
+        rows.append(row)
+    return rows
+
+
+def _load(runner, snippets: list[Snippet], skipped: dict, load_notes: dict,
+          time_limit: float) -> bool:  # fmt: skip
+    """Read the runner's loading of each definition; False when one of them stopped
+    it (that one is skipped from now on)."""
+    for i, snippet in enumerate(snippets):
+        if i in skipped:
+            continue
+        runner.phase = f"while loading {snippet.label}"
+        try:
+            runner.set_limit(time_limit)
+            runner.read()  # "loading i"
+            header, _ = runner.read()  # "loaded i"
+        except RunnerGone as gone:
+            skipped[i] = f"{gone.why} when the grader loaded it: skipped"
+            return False
+        if header.get("raised"):
+            load_notes[i] = f"raised {header['raised']} when the grader loaded it"
+    runner.phase = "while checking"
+    return True
+
+
+def _check(runner, ex: Exercise, student: str, snippets: list[Snippet],
+           skipped: dict, load_notes: dict, time_limit: float,
+           output_limit: int) -> Row:  # fmt: skip
+    runner.phase = f"while checking exercise {ex.id}"
+    runner.set_limit(time_limit)
+    runner.sets_used, runner.printed, runner.calls = set(), 0, 0
+    fn = proxy(runner, ex.name)
+    if fn is None:  # say why: what went wrong loading the cell that defines it
+        cells = {s.cell for s in snippets if ex.name in s.defines}
+        why = [f"{s.label} {load_notes.get(i) or skipped[i]}"
+               for i, s in enumerate(snippets)
+               if s.cell in cells and (i in load_notes or i in skipped)]  # fmt: skip
+        verdict = f"{ex.name} is not defined" + (f": {'; '.join(why)}" if why else "")
+        hung = any("time limit" in w for w in why)
+        return _row(student, ex, "timed out" if hung else "missing", verdict)
+    kwargs = {"kind": ex.kind} if ex.kind else {}
+    try:
+        with count_every_case():
+            result = CHECKERS[ex.checker](fn, quiet=True, **kwargs)
+    except RunnerGone:
+        raise
+    except StudentExit as e:
+        return _row(student, ex, "error", f"your code raised {type(e).__name__}")
+    except Exception as e:  # the checker could not handle what came back
+        return _row(
+            student,
+            ex,
+            "error",
+            f"the grader could not check it: {type(e).__name__}: {e}"[:300],
+        )
+    verdict, status, hint = result.summary(), result.status, result.hint or ""
+    called = [n for i in runner.sets_used for n in runner.called(i)]
+    if status == "passed" and called:  # a reference called where no case looked
+        status, hint = "failed", ""
+        verdict = f"your code {CALLED_REFERENCE}: {', '.join(called)}"
+        result.cases_passed = 0
+    elif status == "failed":  # the checker's second line says what went wrong
+        lines = result.message.splitlines()
+        verdict = lines[1].strip() if len(lines) > 1 else verdict
+    share = result.cases_passed / result.cases_total if result.cases_total else 0
+    points = ex.points if status == "passed" else ex.points * share
+    if status != "passed" and status != "failed":
+        points = 0
+    note = ""
+    if runner.printed > output_limit:
+        note = f"printed {runner.printed:,} characters (the grader shows none)"
+    return Row(student, ex.id, ex.name, points, ex.points, result.cases_passed,
+               result.cases_total, status, verdict, hint, note, result.message)  # fmt: skip
+
+
+def _gone_row(student: str, ex: Exercise, gone: RunnerGone) -> Row:
+    case = next(
+        (n for n in getattr(gone, "__notes__", []) if n.startswith("case ")), ""
+    )
+    where = f" ({case})" if case else ""
+    return _row(student, ex, gone.status, f"your code {gone.why}{where}")
+
+
+def grade(
+    submissions: Path,
+    out: Path,
+    time_limit: float = TIME_LIMIT_S,
+    output_limit: int = OUTPUT_LIMIT,
+) -> list[Row]:
+    """Grade every submission in ``submissions`` (see ``submissions.find``); write
+    ``out/grades.csv``, ``out/lms.csv`` and ``out/feedback/<student>.md``."""
+    subs = find(submissions, NAMES)
+    if not subs:
+        raise ValueError(f"no .ipynb file in {submissions} or in a folder of it")
+    work = Path(tempfile.mkdtemp(prefix="transformer_edu-grading-"))
+    warden = Warden()
+    rows: list[Row] = []
+    try:
+        for n, sub in enumerate(subs):
+            rows += grade_submission(sub, warden, work / f"{n:04d}", time_limit,
+                                     output_limit)  # fmt: skip
+    finally:
+        left = warden.close()
+        shutil.rmtree(work, ignore_errors=True)
+    if left:
+        raise RuntimeError(f"processes {left} outlived grading")
+    write_all(rows, out, IDS)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "submissions",
+        type=Path,
+        help="a folder of .ipynb files, or of one folder per student",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("grades"), help="output folder"
+    )
+    parser.add_argument("--time-limit", type=float, default=TIME_LIMIT_S,
+                        help="seconds per exercise, and per definition loaded")  # fmt: skip
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    start = time.monotonic()
+    rows = grade(args.submissions, args.out, args.time_limit)
+    print(table(rows, IDS))
+    n = len({r.student for r in rows})
+    print(f"\ngraded {n} submissions in {time.monotonic() - start:.0f} s; wrote "
+          f"{args.out / 'grades.csv'}, {args.out / 'lms.csv'} and "
+          f"{args.out / 'feedback'}/")  # fmt: skip
+    return 0
