@@ -143,7 +143,7 @@ def written_out_attention(model: nn.Module) -> Iterator[None]:
 
 
 @torch.no_grad()
-def decoding_cost(model: nn.Module, n_sentences: int = 24) -> Cost:
+def decoding_cost(model: nn.Module, n_sentences: int = 8) -> Cost:
     """Greedy-translate held-out sentences: the FLOPs one sentence at a time (no
     padding), the time and the final KV cache for the whole held-out split at once."""
     _, test_pairs, sv, tv = toy_data()
