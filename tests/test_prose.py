@@ -185,6 +185,7 @@ DEPARTURES: dict[str, list[str]] = {
         "Hugging Face's data collator",  # BERT's reference code draws a fixed number
         "for the book's bidirectional encoder",  # ALiBi's |i - j|
         "does not train with",  # the experts' balancing loss
+        "a matrix of its own",  # the miniature GPT and BERT keep an untied head
     ],
 }
 
