@@ -4,8 +4,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_edu import MultiHeadAttention, scaled_dot_product_attention
+from transformer_edu import (
+    GroupedQueryAttention,
+    MultiHeadAttention,
+    scaled_dot_product_attention,
+)
+from transformer_edu.alibi import alibi_bias
 from transformer_edu.masks import causal_mask, padding_mask
+from transformer_edu.rope import apply_rotary
 
 
 def _masks(B, T, S, lengths):
@@ -139,3 +145,89 @@ def test_bad_inputs_give_clear_errors():
         mha(x, torch.randn(3, 5, 16), torch.randn(3, 5, 16))
     with pytest.raises(ValueError, match="empty sequence"):
         mha(torch.randn(2, 0, 16))
+
+
+# --- grouped-query attention, RoPE and ALiBi inside it (chapter 13) ------------------
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_gqa_with_h_groups_is_multi_head_attention(fast):
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4, fast=fast).eval()
+    gqa = GroupedQueryAttention(16, 4, fast=fast, n_kv_heads=4).eval()
+    gqa.load_state_dict(mha.state_dict())
+    x, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
+    mask = padding_mask(torch.tensor([[1] * 7, [1] * 4 + [0] * 3]))
+    assert torch.equal(gqa(x), mha(x))
+    assert torch.equal(gqa(x, memory, memory, mask), mha(x, memory, memory, mask))
+    assert torch.equal(gqa(x, is_causal=True), mha(x, is_causal=True))
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_gqa_with_one_group_is_multi_query_attention(fast):
+    torch.manual_seed(1)
+    H, D = 4, 16
+    mqa = GroupedQueryAttention(D, H, fast=fast, n_kv_heads=1).eval()
+    assert mqa.k_proj.weight.shape == (D // H, D)  # one key head for all query heads
+    x = torch.randn(2, 6, D)
+    # Shazeer (2019), written out: per-head queries, one shared key and value
+    q = mqa.q_proj(x).view(2, 6, H, D // H).transpose(1, 2)  # (B, H, T, Dh)
+    k, v = mqa.k_proj(x), mqa.v_proj(x)  # (B, T, Dh): no head axis at all
+    weights = (q @ k[:, None].transpose(-2, -1) / math.sqrt(D // H)).softmax(-1)
+    out = (weights @ v[:, None]).transpose(1, 2).reshape(2, 6, D)
+    torch.testing.assert_close(mqa(x), mqa.out_proj(out), atol=1e-6, rtol=1e-5)
+
+
+def test_gqa_groups_share_keys_in_a_row():
+    torch.manual_seed(2)
+    gqa = GroupedQueryAttention(24, 6, n_kv_heads=2, fast=False).eval()
+    gqa.record_weights = True
+    x = torch.randn(1, 5, 24)
+    gqa(x)
+    k = gqa.k_proj(x).view(1, 5, 2, 4).transpose(1, 2)  # (B, G, S, Dh)
+    q = gqa.q_proj(x).view(1, 5, 6, 4).transpose(1, 2)  # (B, H, T, Dh)
+    for h in range(6):  # heads 0-2 use key head 0, heads 3-5 key head 1
+        scores = q[:, h] @ k[:, h // 3].transpose(-2, -1) / 2.0
+        torch.testing.assert_close(gqa.attn_weights[:, h], scores.softmax(-1))
+    kc, vc = gqa.project_kv(x, x)
+    assert kc.shape == vc.shape == (1, 2, 5, 4)  # the cache holds G heads, not H
+    with pytest.raises(ValueError, match="n_kv_heads=4"):
+        GroupedQueryAttention(24, 6, n_kv_heads=4)
+
+
+def test_alibi_weights_are_the_softmax_of_the_distance_penalty():
+    gqa = GroupedQueryAttention(8, 2, position="alibi", fast=False).eval()
+    with torch.no_grad():
+        gqa.q_proj.weight.zero_()  # every score q·k is 0: only the penalty is left
+        gqa.q_proj.bias.zero_()
+    gqa.record_weights = True
+    gqa(torch.randn(1, 4, 8))
+    expected = alibi_bias(2, torch.arange(4), torch.arange(4)).softmax(-1)
+    torch.testing.assert_close(gqa.attn_weights[0], expected)
+
+
+def test_rope_attention_rotates_queries_and_keys_by_their_positions():
+    torch.manual_seed(3)
+    gqa = GroupedQueryAttention(8, 2, position="rope", fast=False).eval()
+    gqa.record_weights = True
+    x = torch.randn(1, 5, 8)
+    gqa(x)
+    q = apply_rotary(gqa.project_q(x), torch.arange(5))
+    k = apply_rotary(gqa.project_kv(x, x)[0], torch.arange(5))
+    expected = (q @ k.transpose(-2, -1) / 2.0).softmax(-1)
+    torch.testing.assert_close(gqa.attn_weights, expected)
+
+
+@pytest.mark.parametrize("position", [None, "rope", "alibi"])
+def test_gqa_fast_path_equals_reference_path(position):
+    torch.manual_seed(4)
+    ref = GroupedQueryAttention(16, 4, n_kv_heads=2, position=position, fast=False)
+    fast = GroupedQueryAttention(16, 4, n_kv_heads=2, position=position, fast=True)
+    fast.load_state_dict(ref.state_dict())
+    x = torch.randn(2, 5, 16)
+    mask = causal_mask(5) & padding_mask(torch.tensor([[1] * 5, [1] * 3 + [0] * 2]))
+    mask = mask.clone()
+    mask[1, :, 0] = False  # a query with every key blocked
+    torch.testing.assert_close(
+        fast.eval()(x, attn_mask=mask), ref.eval()(x, attn_mask=mask)
+    )

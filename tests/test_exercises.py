@@ -22,6 +22,7 @@ from transformer_edu import (
 )
 from transformer_edu.decoding import greedy_decode
 from transformer_edu.exercises import BUG_ZOO, CHECKERS, CheckResult
+from transformer_edu.scaling import training_flops
 from transformer_edu.training import noam_lr, smoothed_targets
 
 # --- the package's own code, wrapped to each exercise's signature --------------------
@@ -71,6 +72,7 @@ REFERENCE = {
     "check_label_smoothing": smoothed_targets,
     "check_noam_lr": noam_lr,
     "check_greedy_decode": lambda m, src, n: greedy_decode(m, src, max_len=n).tokens[0],
+    "check_training_flops": training_flops,
 }
 
 
@@ -187,6 +189,16 @@ def hand_greedy_decode(model, src, max_len):
     return ys[1:]
 
 
+def hand_training_flops(d_model, n_layers, d_ff, src_tokens, tgt_tokens):
+    D, F = d_model, d_ff
+    attention = 4 * D * D + 4 * D  # four projections with their biases
+    ffn = 2 * D * F + F + D
+    encoder_layer = attention + ffn + 2 * 2 * D  # two LayerNorms
+    decoder_layer = 2 * attention + ffn + 3 * 2 * D  # cross-attention, a third norm
+    forward = 2 * n_layers * (encoder_layer * src_tokens + decoder_layer * tgt_tokens)
+    return 3 * forward  # backward = twice the forward
+
+
 HANDWRITTEN = {
     "check_token_embedding": hand_token_embedding,
     "check_positional_encoding": hand_positional_encoding,
@@ -202,6 +214,7 @@ HANDWRITTEN = {
     "check_label_smoothing": hand_label_smoothing,
     "check_noam_lr": hand_noam_lr,
     "check_greedy_decode": hand_greedy_decode,
+    "check_training_flops": hand_training_flops,
 }
 
 SCORE_SOLUTIONS = {

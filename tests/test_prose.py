@@ -181,7 +181,14 @@ DEPARTURES: dict[str, list[str]] = {
         "averages the last",
         "Its layers are pre-LN",
     ],
-    "13_where_it_led": ["layers are pre-LN", "gradient clipping to norm 1"],
+    "13_where_it_led": [
+        "layers are pre-LN",
+        "gradient clipping to norm 1",
+        "Hugging Face's data collator",  # BERT's reference code draws a fixed number
+        "for the book's bidirectional encoder",  # ALiBi's |i - j|
+        "does not train with",  # the experts' balancing loss
+        "a matrix of its own",  # the miniature GPT and BERT keep an untied head
+    ],
 }
 
 

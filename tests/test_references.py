@@ -377,6 +377,19 @@ FORBIDDEN: dict[str, list[tuple[str, str]]] = {
                 return beam_search(model, src, 1, max_len=max_len)[0][0]
             """),
     ],
+    "check_training_flops": [
+        ("transformer_edu.scaling.training_flops", """
+            from transformer_edu.scaling import training_flops
+            def answer(d_model, n_layers, d_ff, src_tokens, tgt_tokens):
+                return training_flops(d_model, n_layers, d_ff, src_tokens, tgt_tokens)
+            """),
+        ("transformer_edu.scaling.non_embedding_params", """
+            from transformer_edu import scaling
+            def answer(d_model, n_layers, d_ff, src_tokens, tgt_tokens):
+                enc, dec = scaling.non_embedding_params(d_model, n_layers, d_ff)
+                return 6 * (enc * src_tokens + dec * tgt_tokens)
+            """),
+    ],
 }  # fmt: skip
 
 # checker: answers written from the blocks the exercise allows
@@ -520,6 +533,16 @@ ALLOWED_BLOCKS: dict[str, list[str]] = {
                 if ys[0, -1] == 2:
                     break
             return ys[0, 1:].tolist()
+        """,
+    ],
+    "check_training_flops": [
+        # counting the parameters of a real layer is allowed: the formula is the task
+        """
+        from transformer_edu import DecoderLayer, EncoderLayer, count_parameters
+        def answer(d_model, n_layers, d_ff, src_tokens, tgt_tokens):
+            enc = count_parameters(EncoderLayer(d_model, 1, d_ff))
+            dec = count_parameters(DecoderLayer(d_model, 1, d_ff))
+            return 6 * n_layers * (enc * src_tokens + dec * tgt_tokens)
         """,
     ],
 }  # fmt: skip

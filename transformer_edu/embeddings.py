@@ -142,4 +142,7 @@ POSITIONAL_ENCODINGS = {
     "sinusoidal": SinusoidalPositionalEncoding,
     "learned": LearnedPositionalEncoding,
     "none": NoPositionalEncoding,
+    # positions inside attention (chapter 13): nothing is added to the embeddings
+    "rope": NoPositionalEncoding,
+    "alibi": NoPositionalEncoding,
 }

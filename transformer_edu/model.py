@@ -11,6 +11,7 @@ from .embeddings import POSITIONAL_ENCODINGS, TokenEmbedding
 from .layers import DecoderLayer, EncoderLayer, copy_torch_layer_
 from .masks import causal_mask, padding_mask, target_mask
 from .norm import LayerNorm
+from .switches import apply_switches
 
 
 def _stack_kwargs(layer: nn.Module) -> dict:
@@ -171,6 +172,7 @@ class Transformer(nn.Module):
         self.encoder = Encoder(c.n_encoder_layers, **stack)
         self.decoder = Decoder(c.n_decoder_layers, **stack)
         self.generator = Generator(c.d_model, c.tgt_vocab_size)
+        apply_switches(self, c)  # chapter 13's successors, if the config names any
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

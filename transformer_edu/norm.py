@@ -1,4 +1,4 @@
-"""Layer normalisation, written out from its formula."""
+"""Normalisation, written out from its formula: LayerNorm (the paper's) and RMSNorm."""
 
 from __future__ import annotations
 
@@ -43,3 +43,27 @@ class LayerNorm(nn.Module):
             if m.bias is not None:
                 ours.bias.copy_(m.bias)
         return ours
+
+
+class RMSNorm(nn.Module):
+    """y = γ x / sqrt(mean(x²) + ε): LayerNorm without the centring and without β
+    (Zhang & Sennrich, 2019; T5, LLaMA). It equals LayerNorm on a token of mean 0.
+
+    ``fast=True`` computes the same with the fused ``F.rms_norm`` kernel (tested equal).
+    Shape: (..., D) -> (..., D).
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5, fast: bool = True):
+        super().__init__()
+        self.d_model, self.eps, self.fast = d_model, eps, fast
+        self.weight = nn.Parameter(torch.ones(d_model))  # γ
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.fast:
+            return F.rms_norm(x, (self.d_model,), self.weight, self.eps)
+        # the root mean square of each token's features: no mean is subtracted
+        ms = x.pow(2).mean(dim=-1, keepdim=True)  # (..., 1)
+        return self.weight * x / torch.sqrt(ms + self.eps)
+
+
+NORMS = {"layer": LayerNorm, "rms": RMSNorm}  # TransformerConfig.norm -> its class

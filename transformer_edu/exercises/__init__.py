@@ -86,6 +86,11 @@ from .positional import (
     pe_exponent_i,
     pe_sin_cos_swapped,
 )
+from .scaling import (
+    check_training_flops,
+    training_flops_both_stacks,
+    training_flops_forward_only,
+)
 from .scores import check_score_function
 from .training import check_label_smoothing, check_noam_lr
 from .zoo import BUG_ZOO, Bug
@@ -108,6 +113,7 @@ CHECKERS: dict[str, Callable[..., CheckResult]] = {
         check_label_smoothing,
         check_noam_lr,
         check_greedy_decode,
+        check_training_flops,
     )
 }
 
@@ -120,7 +126,7 @@ __all__ = [
     "check_split_heads", "check_combine_heads", "check_multi_head_attention",
     "check_causal_mask", "check_padding_mask", "check_layer_norm",
     "check_transformer_masks", "check_label_smoothing", "check_noam_lr",
-    "check_greedy_decode", "use_attention",
+    "check_greedy_decode", "check_training_flops", "use_attention",
     # the bugs of the zoo (also in BUG_ZOO[name].implementation)
     "MHAProjectionsInAList", "MHAViewWithoutTranspose", "add_pe_seq_first",
     "attention_mask_flipped", "attention_mask_too_late", "attention_neg_inf",
@@ -131,4 +137,5 @@ __all__ = [
     "layer_norm_unbiased", "layer_norm_wrong_axis", "masks_causal_unused",
     "masks_cross_from_target", "padding_mask_pad_zero", "pe_angles_zeroed",
     "pe_exponent_i", "pe_sin_cos_swapped", "split_heads_view_only",
+    "training_flops_both_stacks", "training_flops_forward_only",
 ]  # fmt: skip
