@@ -717,6 +717,7 @@ CACHE_NOT_REORDERED = (
 )
 @torch.no_grad()
 def cache_step_not_reordered(model, ys, memory, src_mask, cache, parents):
-    """Decodes the newest token with the cache as it was (BUG: not reordered)."""
+    """Decodes the newest token with the cache as it was, in the old row order."""
+    # BUG: each layer's cached keys/values should be index_select-ed by parents first
     h = model.decode(ys[:, -1:], memory, src_mask, cache, ys.size(1) - 1)
     return model.generator(h[:, -1]).log_softmax(-1), cache
