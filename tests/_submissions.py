@@ -85,6 +85,11 @@ def solved() -> dict[str, str]:
         "smooth_solution": "smooth",
         "lr_at_solution": "lr_at",
         "greedy_solution": "greedy",
+        "lp_solution": "lp",
+        "beam_solution": "beam",
+        "cached_step_solution": "cached_step",
+        "top_p_solution": "top_p",
+        "corpus_bleu_solution": "corpus_bleu",
     }
     answers = {}
     for code in solution_cells():

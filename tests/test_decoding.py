@@ -247,6 +247,7 @@ def test_a_cache_not_reordered_after_reselection_changes_the_search():
         wrong = [beam_search(model, s, **kw) for s in srcs]
     finally:
         decoding.reorder_cache = real
+
     def differ(a, b):
         return [h for h, _ in a] != [h for h, _ in b] or any(
             abs(x - y) > 1e-3 for (_, x), (_, y) in zip(a, b, strict=True)

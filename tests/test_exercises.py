@@ -20,8 +20,16 @@ from transformer_edu import (
     sinusoidal_table,
     target_mask,
 )
-from transformer_edu.decoding import greedy_decode
+from transformer_edu.decoding import (
+    _next_log_probs,
+    beam_search,
+    greedy_decode,
+    length_penalty,
+    next_token_probs,
+    reorder_cache,
+)
 from transformer_edu.exercises import BUG_ZOO, CHECKERS, CheckResult
+from transformer_edu.exercises.decoding import corpus_bleu_reference
 from transformer_edu.scaling import training_flops
 from transformer_edu.training import noam_lr, smoothed_targets
 
@@ -73,6 +81,14 @@ REFERENCE = {
     "check_noam_lr": noam_lr,
     "check_greedy_decode": lambda m, src, n: greedy_decode(m, src, max_len=n).tokens[0],
     "check_training_flops": training_flops,
+    "check_length_penalty": length_penalty,
+    "check_beam_search": lambda m, src, k, n: beam_search(m, src, k, max_len=n)[0][0],
+    "check_cached_beam_step": lambda m, ys, memory, src_mask, cache, parents: (
+        _next_log_probs(m, ys, memory, src_mask, reorder_cache(cache, parents)),
+        cache,
+    ),
+    "check_top_p": lambda logits, p: next_token_probs(logits, top_p=p),
+    "check_corpus_bleu": corpus_bleu_reference,
 }
 
 
@@ -199,6 +215,66 @@ def hand_training_flops(d_model, n_layers, d_ff, src_tokens, tgt_tokens):
     return 3 * forward  # backward = twice the forward
 
 
+def hand_length_penalty(length, alpha):
+    return ((5 + length) / 6) ** alpha
+
+
+@torch.no_grad()
+def hand_beam_search(model, src, beam_size, max_len):
+    # every extension of every live prefix, the best K kept; finished ones set aside
+    memory, src_mask = model.encode(src)
+    beams, done = [([1], 0.0)], []
+    for _ in range(max_len):
+        cands = []
+        for ys, score in beams:
+            h = model.decode(torch.tensor([ys]), memory, src_mask)
+            logp = model.generator(h[:, -1]).log_softmax(-1)[0]
+            cands += [(ys + [t], score + float(lp)) for t, lp in enumerate(logp)]
+        cands.sort(key=lambda c: -c[1])
+        beams = [c for c in cands[:beam_size] if c[0][-1] != 2]
+        done += [c for c in cands[:beam_size] if c[0][-1] == 2]
+        best = max((s for _, s in done), default=-math.inf)
+        beams = [b for b in beams if b[1] > best]  # a sum only falls
+        if not beams:
+            break
+    return max(done + beams, key=lambda c: c[1])[0][1:]
+
+
+@torch.no_grad()
+def hand_cached_beam_step(model, ys, memory, src_mask, cache, parents):
+    for layer in cache:
+        for name, (k, v) in list(layer.items()):
+            layer[name] = (k[parents], v[parents])  # each survivor: its parent's past
+    h = model.decode(ys[:, -1:], memory, src_mask, cache, ys.size(1) - 1)
+    return model.generator(h[:, -1]).log_softmax(-1), cache
+
+
+def hand_top_p(logits, top_p):
+    probs = logits.softmax(-1)
+    p, order = probs.sort(-1, descending=True)
+    outside = p.cumsum(-1) - p >= top_p  # the tokens before already reach top_p
+    kept = probs.masked_fill(torch.zeros_like(outside).scatter(-1, order, outside), 0)
+    return kept / kept.sum(-1, keepdim=True)
+
+
+def hand_corpus_bleu(hyps, refs):
+    from collections import Counter
+
+    hits, totals = [0] * 4, [0] * 4
+    for h, r in zip(hyps, refs, strict=True):
+        for n in range(1, 5):
+            hg = Counter(tuple(h[i : i + n]) for i in range(len(h) - n + 1))
+            rg = Counter(tuple(r[i : i + n]) for i in range(len(r) - n + 1))
+            hits[n - 1] += sum(min(c, rg[g]) for g, c in hg.items())
+            totals[n - 1] += sum(hg.values())
+    if min(hits) == 0:
+        return 0.0
+    c, r = sum(map(len, hyps)), sum(map(len, refs))
+    bp = 1.0 if c >= r else math.exp(1 - r / c)
+    logs = [math.log(a / b) for a, b in zip(hits, totals, strict=True)]
+    return 100 * bp * math.exp(sum(logs) / 4)
+
+
 HANDWRITTEN = {
     "check_token_embedding": hand_token_embedding,
     "check_positional_encoding": hand_positional_encoding,
@@ -215,6 +291,11 @@ HANDWRITTEN = {
     "check_noam_lr": hand_noam_lr,
     "check_greedy_decode": hand_greedy_decode,
     "check_training_flops": hand_training_flops,
+    "check_length_penalty": hand_length_penalty,
+    "check_beam_search": hand_beam_search,
+    "check_cached_beam_step": hand_cached_beam_step,
+    "check_top_p": hand_top_p,
+    "check_corpus_bleu": hand_corpus_bleu,
 }
 
 SCORE_SOLUTIONS = {
@@ -447,3 +528,23 @@ def test_use_attention_plugs_a_function_into_a_model_and_restores_it():
     assert not torch.allclose(different, before)
     assert attention.scaled_dot_product_attention is scaled_dot_product_attention
     assert all(m.fast for m in model.modules() if isinstance(m, MultiHeadAttention))
+
+
+def test_cached_beam_step_that_ignores_the_cache_is_told_to_use_it():
+    @torch.no_grad()
+    def whole_prefix(model, ys, memory, src_mask, cache, parents):
+        h = model.decode(ys, memory, src_mask)  # right numbers, no cache
+        return model.generator(h[:, -1]).log_softmax(-1), cache
+
+    result = CHECKERS["check_cached_beam_step"](whole_prefix, quiet=True)
+    assert not result and "newest token" in result.hint, result.message
+
+
+def test_beam_search_checker_tells_greedy_apart():
+    # the first case is a model where greedy's first choice loses
+    result = CHECKERS["check_beam_search"](hand_greedy_decode_k, quiet=True)
+    assert not result and "greedy" in result.hint, result.message
+
+
+def hand_greedy_decode_k(model, src, beam_size, max_len):
+    return hand_greedy_decode(model, src, max_len)

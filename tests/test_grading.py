@@ -49,7 +49,7 @@ def test_every_solution_cell_is_tagged_and_every_exercise_has_one():
         for node in ast.parse(src).body
         if isinstance(node, (ast.FunctionDef, ast.ClassDef))
     }
-    assert len(solutions) == 15
+    assert len(solutions) == 20
     # a solution cell holds the solution; no other cell defines a *_solution
     others = [
         c.source
@@ -90,7 +90,7 @@ def test_the_student_edition_keeps_every_stub_and_names_its_chapter():
     for ex in EXERCISES:
         assert f"def {ex.name}(" in code or f"class {ex.name}(" in code, ex.name
     stubs = code.count("raise NotImplementedError  # your code here")
-    assert stubs == 14 + 2 * 2  # one in each function, two in each class
+    assert stubs == 19 + 2 * 2  # one in each function, two in each class
     assert "Solve exercise 4 first" in code
 
 

@@ -390,6 +390,57 @@ FORBIDDEN: dict[str, list[tuple[str, str]]] = {
                 return 6 * (enc * src_tokens + dec * tgt_tokens)
             """),
     ],
+    "check_length_penalty": [
+        ("transformer_edu.decoding.length_penalty", """
+            from transformer_edu.decoding import length_penalty
+            def answer(length, alpha):
+                return length_penalty(length, alpha)
+            """),
+    ],
+    "check_beam_search": [
+        ("transformer_edu.decoding.beam_search", """
+            from transformer_edu.decoding import beam_search
+            def answer(model, src, beam_size, max_len):
+                return beam_search(model, src, beam_size, max_len=max_len)[0][0]
+            """),
+        ("transformer_edu.decoding.beam_search_batch", """
+            from transformer_edu import decoding
+            def answer(model, src, beam_size, max_len):
+                return decoding.beam_search_batch(model, src, beam_size, max_len=max_len)[0][0][0]
+            """),
+    ],
+    "check_cached_beam_step": [
+        ("transformer_edu.decoding.reorder_cache", """
+            from transformer_edu.decoding import reorder_cache
+            def answer(model, ys, memory, src_mask, cache, parents):
+                reorder_cache(cache, parents)
+                h = model.decode(ys[:, -1:], memory, src_mask, cache, ys.size(1) - 1)
+                return model.generator(h[:, -1]).log_softmax(-1), cache
+            """),
+    ],
+    "check_top_p": [
+        ("transformer_edu.decoding.next_token_probs", """
+            from transformer_edu.decoding import next_token_probs
+            def answer(logits, top_p):
+                return next_token_probs(logits, top_p=top_p)
+            """),
+    ],
+    "check_corpus_bleu": [
+        ("sacrebleu.metrics.bleu.BLEU", """
+            from sacrebleu.metrics import BLEU
+            def answer(hyps, refs):
+                bleu = BLEU(tokenize="none", smooth_method="none")
+                return bleu.corpus_score([" ".join(h) for h in hyps],
+                                         [[" ".join(r) for r in refs]]).score
+            """),
+        ("sacrebleu.corpus_bleu", """
+            import sacrebleu
+            def answer(hyps, refs):
+                return sacrebleu.corpus_bleu([" ".join(h) for h in hyps],
+                                             [[" ".join(r) for r in refs]],
+                                             tokenize="none", smooth_method="none").score
+            """),
+    ],
 }  # fmt: skip
 
 # checker: answers written from the blocks the exercise allows
@@ -543,6 +594,74 @@ ALLOWED_BLOCKS: dict[str, list[str]] = {
             enc = count_parameters(EncoderLayer(d_model, 1, d_ff))
             dec = count_parameters(DecoderLayer(d_model, 1, d_ff))
             return 6 * n_layers * (enc * src_tokens + dec * tgt_tokens)
+        """,
+    ],
+    "check_length_penalty": [
+        "def answer(length, alpha):\n    return ((5 + length) / 6) ** alpha",
+    ],
+    "check_beam_search": [
+        """
+        def answer(model, src, beam_size, max_len):
+            memory, src_mask = model.encode(src)
+            ys, scores, done = torch.tensor([[1]]), torch.zeros(1), []
+            for _ in range(max_len):
+                k = ys.size(0)
+                h = model.decode(ys, memory.expand(k, -1, -1),
+                                 src_mask.expand(k, -1, -1, -1))
+                logp = model.generator(h[:, -1]).log_softmax(-1)  # (k, V)
+                total = (scores[:, None] + logp).flatten()
+                top, idx = total.topk(min(beam_size, total.numel()))
+                rows, toks = idx // logp.size(1), idx % logp.size(1)
+                ys = torch.cat([ys[rows], toks[:, None]], dim=1)
+                ended = toks == 2
+                done += [(y[1:].tolist(), float(s)) for y, s in zip(ys[ended], top[ended])]
+                best = max((s for _, s in done), default=-math.inf)
+                live = ~ended & (top > best)
+                if not live.any():
+                    break
+                ys, scores = ys[live], top[live]
+            else:
+                done += [(y[1:].tolist(), float(s)) for y, s in zip(ys, scores)]
+            return max(done, key=lambda d: d[1])[0]
+        """,
+    ],
+    "check_cached_beam_step": [
+        """
+        def answer(model, ys, memory, src_mask, cache, parents):
+            for layer in cache:
+                for name, (k, v) in list(layer.items()):
+                    layer[name] = (k.index_select(0, parents), v.index_select(0, parents))
+            h = model.decode(ys[:, -1:], memory, src_mask, cache, ys.size(1) - 1)
+            return F.log_softmax(model.generator(h[:, -1]), dim=-1), cache
+        """,
+    ],
+    "check_top_p": [
+        """
+        def answer(logits, top_p):
+            probs = F.softmax(logits, dim=-1)
+            p, order = torch.sort(probs, dim=-1, descending=True)
+            keep = torch.cumsum(p, -1) - p < top_p
+            mask = torch.zeros_like(keep).scatter(-1, order, keep)
+            kept = torch.where(mask, probs, torch.zeros_like(probs))
+            return kept / kept.sum(-1, keepdim=True)
+        """,
+    ],
+    "check_corpus_bleu": [
+        """
+        from collections import Counter
+        def answer(hyps, refs):
+            hits, totals = [0] * 4, [0] * 4
+            for h, r in zip(hyps, refs):
+                for n in range(1, 5):
+                    hg = Counter(tuple(h[i:i + n]) for i in range(len(h) - n + 1))
+                    rg = Counter(tuple(r[i:i + n]) for i in range(len(r) - n + 1))
+                    hits[n - 1] += sum(min(c, rg[g]) for g, c in hg.items())
+                    totals[n - 1] += sum(hg.values())
+            if 0 in hits:
+                return 0.0
+            c, r = sum(map(len, hyps)), sum(map(len, refs))
+            bp = min(1.0, math.exp(1 - r / c))
+            return 100 * bp * math.exp(sum(math.log(a / b) for a, b in zip(hits, totals)) / 4)
         """,
     ],
 }  # fmt: skip

@@ -49,7 +49,22 @@ from .attention import (
     check_scaled_dot_product_attention,
     use_attention,
 )
-from .decoding import BOS, EOS, check_greedy_decode, greedy_first_position
+from .decoding import (
+    BOS,
+    EOS,
+    beam_rank_by_last_token,
+    bleu_sentence_mean,
+    cache_step_not_reordered,
+    check_beam_search,
+    check_cached_beam_step,
+    check_corpus_bleu,
+    check_greedy_decode,
+    check_length_penalty,
+    check_top_p,
+    greedy_first_position,
+    length_penalty_no_offset,
+    top_p_drops_crossing_token,
+)
 from .embedding import check_token_embedding
 from .harness import CALLED_REFERENCE, CheckResult, allow_references
 from .heads import (
@@ -114,6 +129,11 @@ CHECKERS: dict[str, Callable[..., CheckResult]] = {
         check_noam_lr,
         check_greedy_decode,
         check_training_flops,
+        check_length_penalty,
+        check_beam_search,
+        check_cached_beam_step,
+        check_top_p,
+        check_corpus_bleu,
     )
 }
 
@@ -127,15 +147,20 @@ __all__ = [
     "check_causal_mask", "check_padding_mask", "check_layer_norm",
     "check_transformer_masks", "check_label_smoothing", "check_noam_lr",
     "check_greedy_decode", "check_training_flops", "use_attention",
+    "check_greedy_decode", "check_length_penalty", "check_beam_search",
+    "check_cached_beam_step", "check_top_p", "check_corpus_bleu", "use_attention",
     # the bugs of the zoo (also in BUG_ZOO[name].implementation)
     "MHAProjectionsInAList", "MHAViewWithoutTranspose", "add_pe_seq_first",
     "attention_mask_flipped", "attention_mask_too_late", "attention_neg_inf",
     "attention_no_scaling", "attention_scale_multiplied",
     "attention_softmax_query_axis", "attention_undefined_names",
+    "beam_rank_by_last_token", "bleu_sentence_mean", "cache_step_not_reordered",
     "causal_mask_no_diagonal", "causal_mask_torch_polarity", "causal_mask_upper",
     "combine_heads_reshape_only", "greedy_first_position", "layer_norm_eps_outside",
     "layer_norm_unbiased", "layer_norm_wrong_axis", "masks_causal_unused",
     "masks_cross_from_target", "padding_mask_pad_zero", "pe_angles_zeroed",
     "pe_exponent_i", "pe_sin_cos_swapped", "split_heads_view_only",
     "training_flops_both_stacks", "training_flops_forward_only",
+    "length_penalty_no_offset", "pe_exponent_i", "pe_sin_cos_swapped",
+    "split_heads_view_only", "top_p_drops_crossing_token",
 ]  # fmt: skip

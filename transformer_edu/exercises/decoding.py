@@ -1,7 +1,11 @@
-"""Chapter 10: greedy decoding, checked on a scripted fake model and a real one."""
+"""Chapter 10: greedy decoding and beam search (checked on scripted fake models and a
+real one), the length penalty, one beam step with a reordered KV cache, top-p
+filtering and corpus BLEU by hand (against sacreBLEU)."""
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from collections.abc import Callable
 from functools import partial
 
@@ -10,10 +14,31 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..data import Vocab
-from ..decoding import beam_search, greedy_decode
+from ..decoding import (
+    _next_log_probs,
+    beam_search,
+    beam_search_batch,
+    greedy_decode,
+    length_penalty,
+    next_token_probs,
+    reorder_cache,
+)
 from ..masks import padding_mask
 from ..model import make_model
-from .harness import Case, CheckResult, Failure, call, references, run_cases
+from .harness import (
+    Case,
+    CheckResult,
+    Failure,
+    Forbidden,
+    as_tensor,
+    call,
+    close,
+    expect,
+    match,
+    randn,
+    references,
+    run_cases,
+)
 from .zoo import COMMON, register
 
 BOS, EOS, PAD = Vocab.BOS, Vocab.EOS, Vocab.PAD
@@ -182,3 +207,517 @@ def greedy_first_position(model, src, max_len):
         if nxt == EOS:
             break
     return ys[0, 1:].tolist()
+
+
+# --- the length penalty ----------------------------------------------------------------
+
+LENGTH_PENALTY_REFERENCES = references(length_penalty)
+
+
+def check_length_penalty(fn: Callable, quiet: bool = False) -> CheckResult:
+    """Check ``fn(length, alpha)`` -> Wu et al.'s lp(Y) = ((5 + |Y|) / 6) ** α, the
+    divisor of a finished hypothesis's summed log-probability (α = 0: 1)."""
+    table = [(0.6, [1, 2, 5, 10, 30]), (0.0, [1, 7, 40]), (1.0, [1, 3, 12])]
+    cases = [
+        Case(f"α={alpha}, lengths {lengths}", partial(_run_lp, fn, alpha, lengths))
+        for alpha, lengths in table
+    ]
+    return run_cases("check_length_penalty", cases, quiet, LENGTH_PENALTY_REFERENCES)
+
+
+def _run_lp(fn: Callable, alpha: float, lengths: list[int]) -> None:
+    expected = torch.tensor([length_penalty(n, alpha) for n in lengths]).double()
+    got = torch.tensor(
+        [float(as_tensor(call(fn, n, alpha), "lp")) for n in lengths]
+    ).double()
+    n = torch.tensor(lengths).double()
+    expect(
+        "lp",
+        got,
+        expected,
+        atol=1e-9,
+        rtol=1e-6,
+        diagnose=lambda g: match(
+            g,
+            [
+                (LP_NO_OFFSET, lambda: n**alpha),
+                (LP_NO_OFFSET, lambda: (n / 6) ** alpha),
+                (
+                    "the exponent is α, not 1/α: lp = ((5 + |Y|) / 6) ** α",
+                    lambda: ((5 + n) / 6) ** (1 / alpha),
+                ),
+            ],  # fmt: skip
+            atol=1e-9,
+        ),
+        generic="lp(Y) = ((5 + |Y|) / 6) ** α, with |Y| the output's length",
+    )
+
+
+LP_NO_OFFSET = (
+    "that is |Y| ** α (another normalisation); the paper's penalty is "
+    "((5 + |Y|) / 6) ** α: the 5 and the 6 keep a short output's penalty near 1"
+)
+
+
+@register(
+    name="length penalty without the 5",
+    checker=check_length_penalty,
+    keyword="(5 + |Y|)",
+    chapter=10,
+    origin=COMMON,
+    description="|Y| ** α instead of ((5 + |Y|) / 6) ** α: the short outputs' "
+    "penalty is far from 1",
+)
+def length_penalty_no_offset(length, alpha):
+    """Divides by |Y| ** α: the mean log-probability per token at α = 1."""
+    return length**alpha  # BUG: lp(Y) = ((5 + |Y|) / 6) ** α
+
+
+# --- top-p (nucleus) filtering ----------------------------------------------------------
+
+TOP_P_REFERENCES = references(next_token_probs)
+
+
+def check_top_p(fn: Callable, quiet: bool = False) -> CheckResult:
+    """Check ``fn(logits, top_p)`` -> probabilities (n, V): softmax(logits) restricted
+    to the most probable tokens whose mass first reaches ``top_p`` (the token that
+    crosses it included), renormalised; ``top_p = 1`` keeps every token.
+
+    Shape: logits (n, V) -> (n, V).
+    """
+    ties = torch.tensor([[2.0, 2.0, 0.0, 0.0, -1.0]])  # two tokens share the top
+    table = [  # label, logits, top_p
+        ("n=3, V=10, p=0.9", randn(3, 10, seed=10, std=2.0), 0.9),
+        ("n=2, V=10, p=0.5", randn(2, 10, seed=11, std=2.0), 0.5),
+        ("p=1 keeps every token", randn(2, 6, seed=12), 1.0),
+        ("a tiny p keeps the most probable token", randn(2, 8, seed=13), 0.01),
+        ("a tie at the top", ties, 0.5),
+        ("a single token (V=1)", torch.tensor([[0.3], [-2.0]]), 0.7),
+    ]
+    cases = [Case(label, partial(_run_top_p, fn, *args)) for label, *args in table]
+    return run_cases("check_top_p", cases, quiet, TOP_P_REFERENCES)
+
+
+def _run_top_p(fn: Callable, logits: Tensor, top_p: float) -> None:
+    expected = next_token_probs(logits, top_p=top_p)
+    got = call(fn, logits.clone(), top_p)
+    probs = logits.softmax(-1)
+    expect(
+        "probabilities",
+        got,
+        expected,
+        atol=1e-5,
+        diagnose=lambda g: _top_p_mistake(g, probs, top_p),
+        generic="sort by probability, keep tokens until their mass reaches p, zero "
+        "the rest and renormalise",
+    )
+
+
+def _top_p_mistake(got: Tensor, probs: Tensor, top_p: float) -> str | None:
+    got = got.double()
+    if (got.sum(-1) - 1).abs().max() > 1e-4 and torch.isfinite(got).all():
+        return "renormalise: the kept probabilities must sum to 1"
+    p, order = probs.double().sort(-1, descending=True)
+    strict = p.cumsum(-1) > top_p  # BUG's rule: drops the token that crosses p
+    drop = torch.zeros_like(strict).scatter(-1, order, strict)
+    kept = probs.double().masked_fill(drop, 0.0)
+    variant = kept / kept.sum(-1, keepdim=True)
+    if not torch.isfinite(got).all() or close(got.nan_to_num(0.0), variant, 1e-5, 1e-4):
+        return TOP_P_CROSSING
+    return None
+
+
+TOP_P_CROSSING = (
+    "keep the token whose probability makes the mass reach p: the nucleus is the "
+    "smallest set with mass ≥ p, so it always holds at least one token"
+)
+
+
+@register(
+    name="top-p drops the crossing token",
+    checker=check_top_p,
+    keyword="reach p",
+    chapter=10,
+    origin=COMMON,
+    description="keeps the tokens whose cumulative mass stays ≤ p, so the token that "
+    "crosses p is lost, and a small p keeps nothing",
+)
+def top_p_drops_crossing_token(logits, top_p):
+    """Keeps cumsum ≤ p, one token short of the nucleus."""
+    probs = logits.softmax(-1)
+    p, order = probs.sort(-1, descending=True)
+    drop_sorted = p.cumsum(-1) > top_p  # BUG: should be cumsum - p >= top_p
+    drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+    kept = probs.masked_fill(drop, 0.0)
+    return kept / kept.sum(-1, keepdim=True)
+
+
+# --- corpus BLEU by hand ----------------------------------------------------------------
+
+
+def _sacrebleu_references() -> Forbidden:
+    import sacrebleu
+    from sacrebleu.metrics import BLEU
+
+    from ..metrics import bleu
+
+    return references(
+        bleu, BLEU, (sacrebleu.corpus_bleu, "sacrebleu.corpus_bleu"),
+        (sacrebleu.sentence_bleu, "sacrebleu.sentence_bleu"),
+    )  # fmt: skip
+
+
+def corpus_bleu_reference(hyps: list[list[str]], refs: list[list[str]]) -> float:
+    """sacreBLEU's corpus BLEU (0-100) of pre-tokenised sentences, one reference each,
+    without smoothing: brevity penalty × the geometric mean of the 1-4-gram precisions."""
+    from sacrebleu.metrics import BLEU
+
+    metric = BLEU(tokenize="none", smooth_method="none", force=True)
+    return float(
+        metric.corpus_score(
+            [" ".join(h) for h in hyps], [[" ".join(r) for r in refs]]
+        ).score
+    )
+
+
+def check_corpus_bleu(fn: Callable, quiet: bool = False) -> CheckResult:
+    """Check ``fn(hyps, refs)`` -> corpus BLEU in 0-100 against sacreBLEU
+    (``tokenize="none"``, no smoothing), for lists of token lists, one reference per
+    hypothesis: counts clipped per sentence and summed over the corpus, then
+    BP · exp(mean of log p_1..p_4), BP = min(1, exp(1 - r / c))."""
+    w = str.split
+    table = [
+        ("two sentences, as long as their references",
+         [w("the cat sat on the mat"), w("a dog runs in the park today")],
+         [w("the cat sat on a mat"), w("the dog runs in the park today")]),
+        ("repeated words (clipped counts)",
+         [w("the the the cat sat on a mat"), w("I am Taro")],
+         [w("the cat sat on the mat"), w("I am Taro")]),
+        ("hypotheses shorter than their references (brevity penalty)",
+         [w("I like cats"), w("he is a student at the school")],
+         [w("I like cats more than dogs"), w("he is a student at that school")]),
+        ("one sentence", [w("we went to the park yesterday")],
+         [w("we went to the park on sunday")]),
+    ]  # fmt: skip
+    cases = [Case(label, partial(_run_bleu, fn, h, r)) for label, h, r in table]
+    return run_cases("check_corpus_bleu", cases, quiet, _sacrebleu_references())
+
+
+def _run_bleu(fn: Callable, hyps: list, refs: list) -> None:
+    expected = torch.tensor([corpus_bleu_reference(hyps, refs)]).double()
+    got = as_tensor(call(fn, [list(h) for h in hyps], [list(r) for r in refs]), "BLEU")
+    got = got.reshape(-1).double()
+    variants = [
+        ("BLEU is on a 0-100 scale: multiply by 100", lambda: expected / 100),
+        (BLEU_SENTENCE_MEAN,
+         lambda: torch.tensor([sum(corpus_bleu_reference([h], [r])
+                                   for h, r in zip(hyps, refs, strict=True))
+                               / len(hyps)]).double()),
+        ("the brevity penalty is missing: BP = exp(1 - r / c) when the hypotheses "
+         "are shorter (c < r)", lambda: torch.tensor([_bleu_no_bp(hyps, refs)])),
+    ]  # fmt: skip
+    expect(
+        "BLEU",
+        got,
+        expected,
+        atol=1e-4,
+        rtol=1e-6,
+        shape_hint="return one number, the corpus's BLEU",
+        diagnose=lambda g: match(g, variants, atol=1e-4),
+        generic="sum the clipped n-gram matches and the n-gram counts over the whole "
+        "corpus, then BP · exp(mean of log p_n) · 100",
+    )
+
+
+BLEU_SENTENCE_MEAN = (
+    "that is the mean of sentence BLEUs; corpus BLEU sums the clipped matches and "
+    "counts over the corpus first, then takes one geometric mean"
+)
+
+
+def _bleu_no_bp(hyps: list, refs: list) -> float:
+    c = sum(len(h) for h in hyps)
+    r = sum(len(x) for x in refs)
+    bp = 1.0 if c >= r else math.exp(1 - r / c)
+    return corpus_bleu_reference(hyps, refs) / bp
+
+
+@register(
+    name="BLEU averaged over sentences",
+    checker=check_corpus_bleu,
+    keyword="corpus",
+    chapter=10,
+    origin=COMMON,
+    description="the mean of sentence-level BLEU scores, not one BLEU from the "
+    "corpus's summed n-gram counts",
+)
+def bleu_sentence_mean(hyps, refs):
+    """Averages sentence BLEU (each one computed correctly)."""
+    scores = []
+    for h, r in zip(hyps, refs, strict=True):
+        logs = []
+        for n in range(1, 5):
+            hg = Counter(tuple(h[i : i + n]) for i in range(len(h) - n + 1))
+            rg = Counter(tuple(r[i : i + n]) for i in range(len(r) - n + 1))
+            hit = sum(min(k, rg[g]) for g, k in hg.items())
+            logs.append(math.log(hit / sum(hg.values())) if hit else -math.inf)
+        bp = min(1.0, math.exp(1 - len(r) / len(h)))
+        scores.append(100 * bp * math.exp(sum(logs) / 4))
+    return sum(scores) / len(scores)  # BUG: sum the counts over the corpus first
+
+
+# --- beam search ------------------------------------------------------------------------
+
+BEAM_REFERENCES = references(beam_search, beam_search_batch, greedy_decode)
+
+
+class _MarkovTranslator(_ScriptedTranslator):
+    """A fake model whose next-token distribution depends only on the previous token:
+    ``table[prev]`` holds (token, probability) pairs; the rest share what is left.
+
+    The default table is a trap for greedy decoding: after BOS, 5 (0.55) beats 6
+    (0.45), but every sentence that starts with 5 is far less probable than 6 8 EOS.
+    """
+
+    TRAP = {
+        BOS: [(5, 0.55), (6, 0.44)],
+        5: [(10, 0.2), (11, 0.18), (EOS, 0.17), (12, 0.15), (13, 0.14), (14, 0.13)],
+        6: [(8, 0.9), (EOS, 0.05)],
+        8: [(EOS, 0.9), (9, 0.08)],
+        10: [(EOS, 0.6), (4, 0.35)],
+        11: [(EOS, 0.6), (4, 0.35)],
+        4: [(EOS, 0.5), (4, 0.45)],
+    }
+
+    def __init__(self, table: dict | None = None) -> None:
+        super().__init__()
+        V = self.vocab_size
+        logp = torch.full((V, V), 1e-4).log()
+        for prev, row in (table or self.TRAP).items():
+            p = torch.full((V,), (1 - sum(q for _, q in row)) / (V - len(row)))
+            for tok, q in row:
+                p[tok] = q
+            logp[prev] = p.log()
+        self.register_buffer("logp", logp)  # (V, V): row = previous token
+
+    def decode(self, tgt, memory, src_mask, cache=None, offset=0, tgt_mask=None):
+        return self.logp[tgt]  # (B, T, V): log-probabilities, the generator's output
+
+
+def check_beam_search(fn: Callable, quiet: bool = False) -> CheckResult:
+    """Check ``fn(model, src, beam_size, max_len)`` -> the best hypothesis's ids: beam
+    search of one sentence src (1, S) ranked by the summed log-probability (no length
+    penalty), without BOS, up to and including EOS; prefixes still live after
+    ``max_len`` tokens count as finished. Same interface as ``check_greedy_decode``.
+    """
+    torch.manual_seed(0)
+    real = make_model(
+        16, 16, n_layers=1, d_model=16, n_heads=2, d_ff=32, dropout=0.0, max_len=32
+    ).eval()
+    trap = _MarkovTranslator().eval()
+    table = [  # label, model, src, beam_size, max_len
+        ("a model where greedy ≠ beam, K=2", trap, [5, 9, 7], 2, 8),
+        ("the same model, K=1 (greedy)", trap, [5, 9, 7], 1, 8),
+        ("the same model, K=4", trap, [5, 9, 7], 4, 8),
+        ("max_len=2 before any EOS", trap, [5, 9, 7], 2, 2),
+        ("a real (untrained) Transformer, K=3", real, [4, 8, 6], 3, 6),
+    ]
+    cases = [Case(label, partial(_run_beam, fn, *args)) for label, *args in table]
+    return run_cases("check_beam_search", cases, quiet, BEAM_REFERENCES)
+
+
+def _run_beam(fn: Callable, model, src: list[int], K: int, max_len: int) -> None:
+    s = torch.tensor([src])  # (1, S)
+    with torch.no_grad():
+        expected = beam_search(model, s, K, max_len=max_len)[0][0]
+        got = _ids(call(fn, model, s.clone(), K, max_len))
+    if got != expected:
+        greedy = greedy_decode(model, s, max_len=max_len).tokens[0]
+        by_last = _beam_by_last_token(model, s, K, max_len)
+        hint = "keep the K best prefixes by their summed log-probability at each step"
+        if got == by_last and by_last != expected:
+            hint = BEAM_BY_LAST_TOKEN
+        elif got == greedy and K > 1:
+            hint = (
+                "that is greedy's output: keep K prefixes alive, extend each by every "
+                "token, and keep the K best of the K·V extensions"
+            )
+        raise Failure("the best hypothesis differs", str(expected), str(got), hint)
+
+
+def _ids(got) -> list[int]:
+    if isinstance(got, Tensor):
+        got = got.flatten().tolist()
+    try:
+        return [int(i) for i in got]
+    except TypeError as e:
+        raise Failure(
+            f"expected a list of token ids, got {type(got).__name__}",
+            hint="return the best hypothesis as a list of ints (without BOS)",
+        ) from e
+
+
+BEAM_BY_LAST_TOKEN = (
+    "the prefixes are ranked by their last token's log-probability; rank them by the "
+    "summed log-probability of the whole prefix"
+)
+
+
+@torch.no_grad()
+def _beam_by_last_token(model, src, K, max_len):
+    return beam_rank_by_last_token(model, src, K, max_len)
+
+
+@register(
+    name="beam ranks by the last token",
+    checker=check_beam_search,
+    keyword="summed",
+    chapter=10,
+    origin=COMMON,
+    description="each extension is scored by its own token's log-probability, not "
+    "by the prefix's running sum, so the beam forgets how it got there",
+)
+@torch.no_grad()
+def beam_rank_by_last_token(model, src, beam_size, max_len):
+    """Beam search (stop when the best candidate ends in EOS) that ranks by the newest
+    token's log-probability only."""
+    memory, src_mask = model.encode(src)
+    beams = [([BOS], 0.0)]
+    for _ in range(max_len):
+        cands = []
+        for ys, _score in beams:
+            h = model.decode(torch.tensor([ys]), memory, src_mask)
+            logp = model.generator(h[:, -1]).log_softmax(-1)[0]
+            top = logp.topk(beam_size)
+            for lp, tok in zip(top.values.tolist(), top.indices.tolist(), strict=True):
+                cands.append((ys + [tok], lp))  # BUG: should be _score + lp
+        cands.sort(key=lambda c: -c[1])
+        if cands[0][0][-1] == EOS:
+            return cands[0][0][1:]
+        beams = [c for c in cands if c[0][-1] != EOS][:beam_size]
+    return beams[0][0][1:]
+
+
+# --- one beam step with a KV cache, reordered ----------------------------------------
+
+CACHE_STEP_REFERENCES = references(
+    reorder_cache, beam_search, beam_search_batch, _next_log_probs
+)
+
+
+def check_cached_beam_step(fn: Callable, quiet: bool = False) -> CheckResult:
+    """Check ``fn(model, ys, memory, src_mask, cache, parents)`` -> (log-probs (k, V),
+    cache): one beam step with the package's KV cache.
+
+    ``cache`` (``model.decoder.new_cache()``, one dict per layer) holds the keys and
+    values of the previous step's k prefixes, in that step's row order; ``ys`` (k, t)
+    are the surviving prefixes, each its parent's prefix plus a new token, and
+    ``parents`` (k,) the previous row of each. Reorder the cache by ``parents``, feed
+    only the newest token (``model.decode(ys[:, -1:], memory, src_mask, cache, t - 1)``)
+    and return log p(next token | ys) with the cache that now holds t positions.
+    """
+    cases = [
+        Case(label, partial(_run_cache_step, fn, *args))
+        for label, *args in [
+            ("k=3, parents [2, 0, 0], 1 layer", 1, [2, 0, 0], 3),
+            ("k=4, parents [1, 3, 3, 0], 2 layers", 2, [1, 3, 3, 0], 4),
+            ("k=2, parents [0, 1] (no reordering needed)", 1, [0, 1], 2),
+        ]
+    ]
+    return run_cases("check_cached_beam_step", cases, quiet, CACHE_STEP_REFERENCES)
+
+
+@torch.no_grad()
+def _cache_state(n_layers: int, k: int, t: int):
+    """A real (untrained) model, a source, k different prefixes of t - 1 tokens and
+    the cache after decoding them (one token at a time)."""
+    torch.manual_seed(n_layers)
+    model = make_model(
+        16, 16, n_layers=n_layers, d_model=16, n_heads=2, d_ff=32, dropout=0.0,
+        max_len=32,
+    ).eval()  # fmt: skip
+    src = torch.tensor([[4, 9, 6, 11]])  # (1, S)
+    memory, src_mask = model.encode(src)
+    memory, src_mask = memory.expand(k, -1, -1), src_mask.expand(k, -1, -1, -1)
+    g = torch.Generator().manual_seed(7 + k)
+    prev = torch.randint(4, 16, (k, t - 1), generator=g)  # (k, t - 1)
+    prev[:, 0] = BOS
+    cache = model.decoder.new_cache()
+    for i in range(t - 1):
+        model.decode(prev[:, i : i + 1], memory, src_mask, cache, i)
+    return model, memory, src_mask, prev, cache
+
+
+def _run_cache_step(fn: Callable, n_layers: int, parents: list[int], t: int) -> None:
+    k = len(parents)
+    model, memory, src_mask, prev, cache = _cache_state(n_layers, k, t)
+    order = torch.tensor(parents)
+    g = torch.Generator().manual_seed(t)
+    ys = torch.cat([prev[order], torch.randint(4, 16, (k, 1), generator=g)], 1)
+    with torch.no_grad():
+        h = model.decode(ys, memory, src_mask)  # (k, t, D): the whole prefixes again
+        expected = model.generator(h[:, -1]).log_softmax(-1)  # (k, V)
+        stale = _step_without_reordering(model, ys, memory, src_mask, prev)
+        out = call(fn, model, ys.clone(), memory, src_mask, cache, order.clone())
+    if not isinstance(out, tuple) or len(out) != 2:
+        raise Failure(
+            f"expected (log_probs, cache), got {type(out).__name__}",
+            hint="return the next-token log-probabilities and the updated cache",
+        )
+    got, new_cache = out
+    expect(
+        "log_probs",
+        got,
+        expected,
+        atol=1e-4,
+        diagnose=lambda g: match(g, [(CACHE_NOT_REORDERED, lambda: stale)]),
+        generic="reorder every layer's cached keys and values by parents "
+        "(index_select on dim 0), then decode the newest token with the cache",
+    )
+    lengths = {
+        kv[0].size(2)
+        for layer in (new_cache if isinstance(new_cache, list) else [])
+        if isinstance(layer, dict)
+        for name, kv in layer.items()
+        if name == "self_kv"
+    }
+    if lengths != {t}:
+        raise Failure(
+            f"the returned cache holds {sorted(lengths)} positions, expected {t}",
+            hint="feed only the newest token, ys[:, -1:], with the cache and offset "
+            "t - 1: the cache grows by one position per step",
+        )
+
+
+@torch.no_grad()
+def _step_without_reordering(model, ys, memory, src_mask, prev):
+    cache = model.decoder.new_cache()
+    for i in range(prev.size(1)):
+        model.decode(prev[:, i : i + 1], memory, src_mask, cache, i)
+    t = ys.size(1)
+    h = model.decode(ys[:, -1:], memory, src_mask, cache, t - 1)
+    return model.generator(h[:, -1]).log_softmax(-1)
+
+
+CACHE_NOT_REORDERED = (
+    "cache not reordered after reselection: each survivor attended to the keys and "
+    "values of the row it had before, not its parent's; index_select every layer's "
+    "cached keys and values by parents first"
+)
+
+
+@register(
+    name="cache not reordered after reselection",
+    checker=check_cached_beam_step,
+    keyword="reordered after reselection",
+    chapter=10,
+    origin=COMMON,
+    description="the survivors of a beam step take their parents' prefixes but keep "
+    "the old rows' cached keys and values",
+)
+@torch.no_grad()
+def cache_step_not_reordered(model, ys, memory, src_mask, cache, parents):
+    """Decodes the newest token with the cache as it was, in the old row order."""
+    # BUG: each layer's cached keys/values should be index_select-ed by parents first
+    h = model.decode(ys[:, -1:], memory, src_mask, cache, ys.size(1) - 1)
+    return model.generator(h[:, -1]).log_softmax(-1), cache

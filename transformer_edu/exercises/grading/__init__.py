@@ -93,7 +93,12 @@ EXERCISES = [
     Exercise("8", "make_masks", "check_transformer_masks", 2),
     Exercise("9.1", "smooth", "check_label_smoothing", 1),
     Exercise("9.2", "lr_at", "check_noam_lr", 1),
-    Exercise("10", "greedy", "check_greedy_decode", 3),
+    Exercise("10.1", "greedy", "check_greedy_decode", 3),
+    Exercise("10.2", "lp", "check_length_penalty", 1),
+    Exercise("10.3", "beam", "check_beam_search", 3),
+    Exercise("10.4", "cached_step", "check_cached_beam_step", 2),
+    Exercise("10.5", "top_p", "check_top_p", 1),
+    Exercise("10.6", "corpus_bleu", "check_corpus_bleu", 2),
 ]
 NAMES = {e.name for e in EXERCISES}
 IDS = [e.id for e in EXERCISES]
