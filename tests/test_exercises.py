@@ -29,7 +29,7 @@ from transformer_edu.decoding import (
     reorder_cache,
 )
 from transformer_edu.exercises import BUG_ZOO, CHECKERS, CheckResult
-from transformer_edu.exercises.decoding import corpus_bleu_reference
+from transformer_edu.exercises.bleu import corpus_bleu_reference
 from transformer_edu.scaling import training_flops
 from transformer_edu.training import noam_lr, smoothed_targets
 

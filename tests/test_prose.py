@@ -52,7 +52,11 @@ SKIP = [
     re.compile(r"\{glue(?::\w+)?\}`[^`]*`"),  # a glued value
     re.compile(r"`[^`]*`"),  # code
     re.compile(r"§\s?\d+(?:\.\d+)*"),  # a section of the paper
-    re.compile(r"\b(?:[Ss]ection|[Ee]xercise|[Cc]hapter|[Tt]able)\s+\d+(?:\.\d+)*"),
+    re.compile(
+        r"\b(?:[Ss]ection|[Ee]xercise|[Cc]hapter|[Tt]able)s?\s+\d+(?:\.\d+)*"
+        r"(?:[–-]\d+(?:\.\d+)*)?"
+    ),  # Exercise 10.1, exercises 10.2–10.6
+    re.compile(r"\bLinux\s+\d+(?:\.\d+)+"),  # a kernel version
     re.compile(r"^\|\s*\d+\.\d+\s*\|", re.MULTILINE),  # an exercise number in a table
     re.compile(r"\]\([^)]*\)"),  # a link target
 ]

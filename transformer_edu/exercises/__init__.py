@@ -49,21 +49,18 @@ from .attention import (
     check_scaled_dot_product_attention,
     use_attention,
 )
+from .bleu import bleu_sentence_mean, check_corpus_bleu
 from .decoding import (
     BOS,
     EOS,
     beam_rank_by_last_token,
-    bleu_sentence_mean,
     cache_step_not_reordered,
     check_beam_search,
     check_cached_beam_step,
-    check_corpus_bleu,
     check_greedy_decode,
     check_length_penalty,
-    check_top_p,
     greedy_first_position,
     length_penalty_no_offset,
-    top_p_drops_crossing_token,
 )
 from .embedding import check_token_embedding
 from .harness import CALLED_REFERENCE, CheckResult, allow_references
@@ -101,6 +98,7 @@ from .positional import (
     pe_exponent_i,
     pe_sin_cos_swapped,
 )
+from .sampling import check_top_p, top_p_drops_crossing_token
 from .scaling import (
     check_training_flops,
     training_flops_both_stacks,

@@ -1,11 +1,9 @@
 """Chapter 10: greedy decoding and beam search (checked on scripted fake models and a
-real one), the length penalty, one beam step with a reordered KV cache, top-p
-filtering and corpus BLEU by hand (against sacreBLEU)."""
+real one), the length penalty and one beam step with a reordered KV cache (top-p:
+exercises.sampling; corpus BLEU: exercises.bleu)."""
 
 from __future__ import annotations
 
-import math
-from collections import Counter
 from collections.abc import Callable
 from functools import partial
 
@@ -20,7 +18,6 @@ from ..decoding import (
     beam_search_batch,
     greedy_decode,
     length_penalty,
-    next_token_probs,
     reorder_cache,
 )
 from ..masks import padding_mask
@@ -29,13 +26,10 @@ from .harness import (
     Case,
     CheckResult,
     Failure,
-    Forbidden,
     as_tensor,
     call,
-    close,
     expect,
     match,
-    randn,
     references,
     run_cases,
 )
@@ -274,199 +268,6 @@ def length_penalty_no_offset(length, alpha):
 
 
 # --- top-p (nucleus) filtering ----------------------------------------------------------
-
-TOP_P_REFERENCES = references(next_token_probs)
-
-
-def check_top_p(fn: Callable, quiet: bool = False) -> CheckResult:
-    """Check ``fn(logits, top_p)`` -> probabilities (n, V): softmax(logits) restricted
-    to the most probable tokens whose mass first reaches ``top_p`` (the token that
-    crosses it included), renormalised; ``top_p = 1`` keeps every token.
-
-    Shape: logits (n, V) -> (n, V).
-    """
-    ties = torch.tensor([[2.0, 2.0, 0.0, 0.0, -1.0]])  # two tokens share the top
-    table = [  # label, logits, top_p
-        ("n=3, V=10, p=0.9", randn(3, 10, seed=10, std=2.0), 0.9),
-        ("n=2, V=10, p=0.5", randn(2, 10, seed=11, std=2.0), 0.5),
-        ("p=1 keeps every token", randn(2, 6, seed=12), 1.0),
-        ("a tiny p keeps the most probable token", randn(2, 8, seed=13), 0.01),
-        ("a tie at the top", ties, 0.5),
-        ("a single token (V=1)", torch.tensor([[0.3], [-2.0]]), 0.7),
-    ]
-    cases = [Case(label, partial(_run_top_p, fn, *args)) for label, *args in table]
-    return run_cases("check_top_p", cases, quiet, TOP_P_REFERENCES)
-
-
-def _run_top_p(fn: Callable, logits: Tensor, top_p: float) -> None:
-    expected = next_token_probs(logits, top_p=top_p)
-    got = call(fn, logits.clone(), top_p)
-    probs = logits.softmax(-1)
-    expect(
-        "probabilities",
-        got,
-        expected,
-        atol=1e-5,
-        diagnose=lambda g: _top_p_mistake(g, probs, top_p),
-        generic="sort by probability, keep tokens until their mass reaches p, zero "
-        "the rest and renormalise",
-    )
-
-
-def _top_p_mistake(got: Tensor, probs: Tensor, top_p: float) -> str | None:
-    got = got.double()
-    if (got.sum(-1) - 1).abs().max() > 1e-4 and torch.isfinite(got).all():
-        return "renormalise: the kept probabilities must sum to 1"
-    p, order = probs.double().sort(-1, descending=True)
-    strict = p.cumsum(-1) > top_p  # BUG's rule: drops the token that crosses p
-    drop = torch.zeros_like(strict).scatter(-1, order, strict)
-    kept = probs.double().masked_fill(drop, 0.0)
-    variant = kept / kept.sum(-1, keepdim=True)
-    if not torch.isfinite(got).all() or close(got.nan_to_num(0.0), variant, 1e-5, 1e-4):
-        return TOP_P_CROSSING
-    return None
-
-
-TOP_P_CROSSING = (
-    "keep the token whose probability makes the mass reach p: the nucleus is the "
-    "smallest set with mass ≥ p, so it always holds at least one token"
-)
-
-
-@register(
-    name="top-p drops the crossing token",
-    checker=check_top_p,
-    keyword="reach p",
-    chapter=10,
-    origin=COMMON,
-    description="keeps the tokens whose cumulative mass stays ≤ p, so the token that "
-    "crosses p is lost, and a small p keeps nothing",
-)
-def top_p_drops_crossing_token(logits, top_p):
-    """Keeps cumsum ≤ p, one token short of the nucleus."""
-    probs = logits.softmax(-1)
-    p, order = probs.sort(-1, descending=True)
-    drop_sorted = p.cumsum(-1) > top_p  # BUG: should be cumsum - p >= top_p
-    drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-    kept = probs.masked_fill(drop, 0.0)
-    return kept / kept.sum(-1, keepdim=True)
-
-
-# --- corpus BLEU by hand ----------------------------------------------------------------
-
-
-def _sacrebleu_references() -> Forbidden:
-    import sacrebleu
-    from sacrebleu.metrics import BLEU
-
-    from ..metrics import bleu
-
-    return references(
-        bleu, BLEU, (sacrebleu.corpus_bleu, "sacrebleu.corpus_bleu"),
-        (sacrebleu.sentence_bleu, "sacrebleu.sentence_bleu"),
-    )  # fmt: skip
-
-
-def corpus_bleu_reference(hyps: list[list[str]], refs: list[list[str]]) -> float:
-    """sacreBLEU's corpus BLEU (0-100) of pre-tokenised sentences, one reference each,
-    without smoothing: brevity penalty × the geometric mean of the 1-4-gram precisions."""
-    from sacrebleu.metrics import BLEU
-
-    metric = BLEU(tokenize="none", smooth_method="none", force=True)
-    return float(
-        metric.corpus_score(
-            [" ".join(h) for h in hyps], [[" ".join(r) for r in refs]]
-        ).score
-    )
-
-
-def check_corpus_bleu(fn: Callable, quiet: bool = False) -> CheckResult:
-    """Check ``fn(hyps, refs)`` -> corpus BLEU in 0-100 against sacreBLEU
-    (``tokenize="none"``, no smoothing), for lists of token lists, one reference per
-    hypothesis: counts clipped per sentence and summed over the corpus, then
-    BP · exp(mean of log p_1..p_4), BP = min(1, exp(1 - r / c))."""
-    w = str.split
-    table = [
-        ("two sentences, as long as their references",
-         [w("the cat sat on the mat"), w("a dog runs in the park today")],
-         [w("the cat sat on a mat"), w("the dog runs in the park today")]),
-        ("repeated words (clipped counts)",
-         [w("the the the cat sat on a mat"), w("I am Taro")],
-         [w("the cat sat on the mat"), w("I am Taro")]),
-        ("hypotheses shorter than their references (brevity penalty)",
-         [w("I like cats"), w("he is a student at the school")],
-         [w("I like cats more than dogs"), w("he is a student at that school")]),
-        ("one sentence", [w("we went to the park yesterday")],
-         [w("we went to the park on sunday")]),
-    ]  # fmt: skip
-    cases = [Case(label, partial(_run_bleu, fn, h, r)) for label, h, r in table]
-    return run_cases("check_corpus_bleu", cases, quiet, _sacrebleu_references())
-
-
-def _run_bleu(fn: Callable, hyps: list, refs: list) -> None:
-    expected = torch.tensor([corpus_bleu_reference(hyps, refs)]).double()
-    got = as_tensor(call(fn, [list(h) for h in hyps], [list(r) for r in refs]), "BLEU")
-    got = got.reshape(-1).double()
-    variants = [
-        ("BLEU is on a 0-100 scale: multiply by 100", lambda: expected / 100),
-        (BLEU_SENTENCE_MEAN,
-         lambda: torch.tensor([sum(corpus_bleu_reference([h], [r])
-                                   for h, r in zip(hyps, refs, strict=True))
-                               / len(hyps)]).double()),
-        ("the brevity penalty is missing: BP = exp(1 - r / c) when the hypotheses "
-         "are shorter (c < r)", lambda: torch.tensor([_bleu_no_bp(hyps, refs)])),
-    ]  # fmt: skip
-    expect(
-        "BLEU",
-        got,
-        expected,
-        atol=1e-4,
-        rtol=1e-6,
-        shape_hint="return one number, the corpus's BLEU",
-        diagnose=lambda g: match(g, variants, atol=1e-4),
-        generic="sum the clipped n-gram matches and the n-gram counts over the whole "
-        "corpus, then BP · exp(mean of log p_n) · 100",
-    )
-
-
-BLEU_SENTENCE_MEAN = (
-    "that is the mean of sentence BLEUs; corpus BLEU sums the clipped matches and "
-    "counts over the corpus first, then takes one geometric mean"
-)
-
-
-def _bleu_no_bp(hyps: list, refs: list) -> float:
-    c = sum(len(h) for h in hyps)
-    r = sum(len(x) for x in refs)
-    bp = 1.0 if c >= r else math.exp(1 - r / c)
-    return corpus_bleu_reference(hyps, refs) / bp
-
-
-@register(
-    name="BLEU averaged over sentences",
-    checker=check_corpus_bleu,
-    keyword="corpus",
-    chapter=10,
-    origin=COMMON,
-    description="the mean of sentence-level BLEU scores, not one BLEU from the "
-    "corpus's summed n-gram counts",
-)
-def bleu_sentence_mean(hyps, refs):
-    """Averages sentence BLEU (each one computed correctly)."""
-    scores = []
-    for h, r in zip(hyps, refs, strict=True):
-        logs = []
-        for n in range(1, 5):
-            hg = Counter(tuple(h[i : i + n]) for i in range(len(h) - n + 1))
-            rg = Counter(tuple(r[i : i + n]) for i in range(len(r) - n + 1))
-            hit = sum(min(k, rg[g]) for g, k in hg.items())
-            logs.append(math.log(hit / sum(hg.values())) if hit else -math.inf)
-        bp = min(1.0, math.exp(1 - len(r) / len(h)))
-        scores.append(100 * bp * math.exp(sum(logs) / 4))
-    return sum(scores) / len(scores)  # BUG: sum the counts over the corpus first
-
-
-# --- beam search ------------------------------------------------------------------------
 
 BEAM_REFERENCES = references(beam_search, beam_search_batch, greedy_decode)
 
