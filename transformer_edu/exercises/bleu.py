@@ -36,6 +36,11 @@ def _sacrebleu_references() -> Forbidden:
     )  # fmt: skip
 
 
+# built when the module loads, as the other checkers' tables are: the grader hands
+# every table to the runner that watches the learner's calls (grading.judge.tables)
+BLEU_REFERENCES = _sacrebleu_references()
+
+
 def corpus_bleu_reference(hyps: list[list[str]], refs: list[list[str]]) -> float:
     """sacreBLEU's corpus BLEU (0-100) of pre-tokenised sentences, one reference each,
     without smoothing: brevity penalty × the geometric mean of the 1-4-gram precisions."""
@@ -69,7 +74,7 @@ def check_corpus_bleu(fn: Callable, quiet: bool = False) -> CheckResult:
          [w("we went to the park on sunday")]),
     ]  # fmt: skip
     cases = [Case(label, partial(_run_bleu, fn, h, r)) for label, h, r in table]
-    return run_cases("check_corpus_bleu", cases, quiet, _sacrebleu_references())
+    return run_cases("check_corpus_bleu", cases, quiet, BLEU_REFERENCES)
 
 
 def _run_bleu(fn: Callable, hyps: list, refs: list) -> None:

@@ -82,7 +82,8 @@ def warm_up() -> None:
         torch.nn.functional.layer_norm(t, (8,))
     for name in ("transformer_edu", "transformer_edu.exercises", "transformer_edu.viz",
                  "transformer_edu.data", "transformer_edu.training", "numpy",
-                 "plotly.graph_objects", "plotly.subplots", "IPython.display"):  # fmt: skip
+                 "plotly.graph_objects", "plotly.subplots", "IPython.display",
+                 "sacrebleu", "sacrebleu.metrics"):  # fmt: skip
         try:
             __import__(name)
         except ImportError:
