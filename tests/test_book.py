@@ -174,7 +174,7 @@ def test_no_widget_hides_an_exception(book, page):
 @pytest.mark.parametrize("page", [p for p in PAGES if p.startswith("chapters/")])
 def test_chapter_page_has_the_colab_launch_button_of_its_badge(book, page):
     url, branch, book_path = repository(ROOT)
-    rel = f"{page}.ipynb"
+    rel = f"en/{page}.ipynb"  # the reading copy Colab opens (book/colab_notebooks.py)
     link = colab_link(url, branch, f"{book_path}/{rel}" if book_path else rel)
     html = (HTML_DIR / f"{page}.html").read_text(encoding="utf8")
     assert f'href="{link}"' in html, f"{page}: no Colab launch button to {link}"

@@ -715,10 +715,11 @@ def test_each_page_links_to_its_other_edition(book, page):
 def _counts(html: str) -> dict:
     glued = re.findall(r'class="pasted-text">([^<]*)<', html)
     return {
-        # the same numbers; glued words ("higher") have their Japanese twins
-        # (a key's __ja glue), so only how many there are is compared
-        "glued": sorted(g for g in glued if re.search(r"\d", g)),
-        "glued words": sum(1 for g in glued if not re.search(r"\d", g)),
+        # the same numbers; glued words ("higher", "beam 4, α 1.25") have their
+        # Japanese twins (a key's __ja glue), so of a glued text only its numbers and
+        # how many glued texts there are are compared
+        "glued": sorted(n for g in glued for n in re.findall(r"\d+(?:[.,]\d+)*", g)),
+        "glued texts": len(glued),
         "plotly": html.count('class="plotly-graph-div'),
         "images": len(re.findall(r"<img\b", re.split(r"<main", html, maxsplit=1)[-1])),
         "math": len(re.findall(r'class="math[ "]', html)),

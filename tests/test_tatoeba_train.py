@@ -497,8 +497,13 @@ def test_a_checkpoint_trained_and_saved_where_cpu_copies_survives_the_round_trip
     printed = capsys.readouterr().out
     model, tok, _ = load_tatoeba_checkpoint(path)
     dev = load_tatoeba("dev")[:20]
-    reloaded = evaluate(model, tok, dev)[0]
-    assert str(reloaded) in printed.splitlines()  # the score line, signature and all
+    from transformer_edu.tatoeba_train import DEFAULT_ALPHA, DEFAULT_BEAM
+
+    reloaded = evaluate(model, tok, dev, DEFAULT_BEAM, DEFAULT_ALPHA)[0]  # as the CLI
+    lines = printed.splitlines()
+    assert any(
+        line.startswith(f"BLEU = {reloaded.score:.1f}, 95 % interval") for line in lines
+    ), lines
     half = trained["model"].half().float()
     assert evaluate(half, tok, dev)[2] == evaluate(model, tok, dev)[2]
 
