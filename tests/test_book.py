@@ -7,6 +7,7 @@ of every page land in ``_build/screenshots/``.
 
 from __future__ import annotations
 
+import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -386,11 +387,12 @@ def _move_menu(tab, fig, i, k, menu) -> list[str]:
     order = [e for e in range(n) if e != first]
     if len(order) > 12:
         order = [order[0], order[-1]]
-    start = before = tab.evaluate(PICTURE_JS, i)
+    # the pictures as values: an update may write the same layout in another key order
+    start = before = json.loads(tab.evaluate(PICTURE_JS, i))
     for entry in [*order, first]:
         if not _pick(tab, fig, i, k, menu, entry):
             return [f"figure {i}: menu {k + 1} entry {entry + 1} could not be picked"]
-        now = tab.evaluate(PICTURE_JS, i)
+        now = json.loads(tab.evaluate(PICTURE_JS, i))
         if now == before:
             return [f"figure {i}: menu {k + 1} entry {entry + 1} changes nothing"]
         before = now
