@@ -95,6 +95,8 @@ def _train_tatoeba(args: argparse.Namespace) -> int:
     command = "python -m transformer_edu " + " ".join(sys.argv[1:])
     meta = {
         "command": command, "seed": args.seed, "minutes": cfg.minutes,
+        "max_steps": cfg.max_steps, "steps": hist.steps,
+        "minutes_taken": round(hist.seconds / 60, 1),  # the budget or max_steps ends it
         "commit": commit, "world_size": world, "device": hist.device,
         "machine": describe_device(hist.device),
         "autocast": hist.autocast,
