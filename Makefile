@@ -12,7 +12,8 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Kernels started by the build and by nbval must be the .venv's python.
 VENV_PATH := PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
 JB_BUILD  := jupyter-book build . -W -n --keep-going --all
-PYTEST_ARGS ?= -q
+# --durations: every run (CI included) ends with its 25 slowest tests, where its time goes
+PYTEST_ARGS ?= -q --durations=25
 TEST_WORKERS ?= 2
 
 .PHONY: book test lint clean demo student grade translations
@@ -56,7 +57,9 @@ translations: $(STAMP) $(NPM_STAMP)
 # meet the checkers), the book build and the browser checks. Each chapter executes
 # once: nbval's execution of a chapter that passed goes into the build's execution
 # cache, so the book build executes nothing again (tests/nbval_cache.py). On both cores: two
-# pytest-xdist workers (each test module and each notebook kept to one worker); the
+# pytest-xdist workers (each test module and each notebook kept to one worker, in
+# tests/conftest.py's order: --no-loadscope-reorder, else xdist runs the modules with
+# the most tests first, the book tests among them, and the build executes the chapters); the
 # book tests come last, and the first starts the book build once the other worker has
 # no other test left (tests/conftest.py): the build then executes two notebooks at a
 # time (book/build.py), one per core. Not --book-early (the build at once, beside both
@@ -69,7 +72,7 @@ translations: $(STAMP) $(NPM_STAMP)
 # processes of two threads each on two cores slow small models many-fold.
 test: lint $(NPM_STAMP) $(CHROMIUM)
 	$(VENV_PATH) CHROMIUM=$(CHROMIUM) OMP_NUM_THREADS=1 $(PY) -m pytest tests chapters $(STUDENT_RUN) --nbval-lax --nbval-current-env \
-	  --nbval-cell-timeout=300 -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
+	  --nbval-cell-timeout=300 -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
 
 STUDENT_RUN := student/11_exercises.ipynb student/ja/11_exercises.ipynb
 LINTED := transformer_edu tests book scripts chapters student

@@ -5,7 +5,8 @@ run, on both cores: pytest-xdist's ``-n 2 --dist loadscope``.
 
 - The first book test starts the book build (a subprocess) and waits for it, once no
   other worker still runs other tests (each worker says what it is doing under
-  ``_build/workers/``): the build executes a notebook per core. With
+  ``_build/workers/``): the build executes only what nbval did not run (a chapter
+  that failed), a notebook per core. With
   ``--book-early`` (not used by `make test`, see the Makefile) the build starts at
   once, in xdist's controller, and the book tests wait for ``_build/book-build.json``
   (when it ended and how). Without it, the first worker to need the book builds it,
@@ -22,7 +23,9 @@ run, on both cores: pytest-xdist's ``-n 2 --dist loadscope``.
 - Scheduling (``loadscope``): every test keeps to its module's worker, so an nbval
   notebook's cells run in order in one kernel (``loadgroup`` with a group per
   notebook split them). The notebooks, the longest modules, come first; the book
-  tests last.
+  tests last. `make test` passes ``--no-loadscope-reorder``: by default xdist hands
+  out the modules with the most tests first, whatever this order says, and the book
+  tests, started at once, built the book beside nbval (executing every chapter twice).
 """
 
 from __future__ import annotations
@@ -150,6 +153,7 @@ def book_command() -> list[str]:
 
 def _start_build() -> BookBuild:
     BUILD_DIR.mkdir(exist_ok=True)
+    nbval_cache.note_build_start()
     log_file = BUILD_LOG.open("w", encoding="utf8")
     env = dict(os.environ)
     # the kernels must be this interpreter's (the .venv's)

@@ -31,6 +31,7 @@ BUILD_DIR = ROOT / "_build"
 CACHE_DIR = BUILD_DIR / ".jupyter_cache"  # jupyter-book's execution_cache_path
 CACHE_LOCK = BUILD_DIR / "jupyter-cache.lock"
 STORED = BUILD_DIR / "nbval-cached"  # a file per chapter this test run cached
+AT_BUILD = BUILD_DIR / "nbval-cached-at-build"  # those cached when the build began
 CHAPTERS = ROOT / "chapters"
 
 
@@ -99,6 +100,7 @@ def reset_stale_cache() -> None:
     import book_extension
 
     shutil.rmtree(STORED, ignore_errors=True)
+    AT_BUILD.unlink(missing_ok=True)
     key_file = BUILD_DIR / book_extension.CACHE_KEY_FILE
     digest = book_extension.package_digest()
     if key_file.exists() and key_file.read_text().strip() == digest:
@@ -131,6 +133,17 @@ def store(recording: Recording, language_info: dict | None) -> None:
 def stored_chapters() -> set[str]:
     """The chapters (file names) this test run put in the cache."""
     return {p.name for p in STORED.glob("*.ipynb")} if STORED.is_dir() else set()
+
+
+def note_build_start() -> None:
+    """Remember which chapters were in the cache when the book build began."""
+    BUILD_DIR.mkdir(exist_ok=True)
+    AT_BUILD.write_text("".join(f"{name}\n" for name in sorted(stored_chapters())))
+
+
+def stored_at_build_start() -> set[str]:
+    """The chapters this test run had cached when the book build began."""
+    return set(AT_BUILD.read_text().split()) if AT_BUILD.exists() else set()
 
 
 def install() -> None:
