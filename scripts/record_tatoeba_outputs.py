@@ -26,7 +26,6 @@ import argparse
 import hashlib
 import json
 import lzma
-import platform
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,7 @@ import torch
 from transformer_edu.checkpoint import build_model_from_state, read_checkpoint_file
 from transformer_edu.tatoeba import SubwordTokenizer, TatoebaPair, load_tatoeba
 from transformer_edu.tatoeba_analysis import decoding_name, unseen_words, vocabulary
+from transformer_edu.tatoeba_recipe import describe_machine
 from transformer_edu.tatoeba_train import (
     DEFAULT_ALPHA,
     DEFAULT_BEAM,
@@ -131,7 +131,7 @@ def main() -> int:
                "command": " ".join(["python scripts/record_tatoeba_outputs.py",
                                     *sys.argv[1:]]),
                "written_at": git("rev-parse", "--short", "HEAD").decode().strip(),
-               "machine": f"{platform.machine()}, {torch.get_num_threads()} threads",
+               "machine": describe_machine(),
                "torch": torch.__version__}  # fmt: skip
         for s in SPLITS:
             start = time.perf_counter()

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ def main() -> int:
     from transformer_edu.metrics import N_BOOTSTRAP, bleu, chrf, paired_bootstrap
     from transformer_edu.tatoeba import load_tatoeba
     from transformer_edu.tatoeba_analysis import decoding_name
+    from transformer_edu.tatoeba_recipe import describe_machine
     from transformer_edu.tatoeba_train import (
         DEFAULT_ALPHA,
         DEFAULT_BEAM,
@@ -55,7 +55,7 @@ def main() -> int:
     out = {"command": "python scripts/score_onnx.py", "trained_at": model_meta.get("commit"),
            "graph_bytes": sum(sizes.values()),
            "checkpoint_bytes": shipped_model_path().stat().st_size,
-           "machine": f"{platform.machine()}, onnxruntime {ort.__version__}",
+           "machine": f"{describe_machine()}, onnxruntime {ort.__version__}",
            "decodings": []}  # fmt: skip
 
     def scored(hyps):

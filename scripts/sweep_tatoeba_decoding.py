@@ -3,10 +3,11 @@
     python scripts/sweep_tatoeba_decoding.py   # -> transformer_edu/models/
                                                #      tatoeba_ja_en.sweep.json
 
-Beam sizes 1 (greedy), 2, 4, 8, each with the length penalty α from 0 to 2
-(``ALPHAS``; greedy has no α; beam 8 stops at ``WIDE_ALPHA_MAX``): BLEU, chrF and length ratio (output words / reference
+Beam sizes 1 (greedy), 2, 4, 8, 16, each with the length penalty α from 0 to 2
+(``ALPHAS``; greedy has no α; beams 8 and 16 stop at ``WIDE_ALPHA_MAX``): BLEU, chrF and length ratio (output words / reference
 words) of every dev sentence's output. The setting with the highest dev BLEU is chosen
-if it beats greedy; then it becomes ``tatoeba_train.DEFAULT_BEAM`` / ``DEFAULT_ALPHA``
+if it beats greedy, or the narrowest beam's best setting where a paired test on dev
+cannot tell the two apart (``NOISE_P``); then it becomes ``tatoeba_train.DEFAULT_BEAM`` / ``DEFAULT_ALPHA``
 (set them by hand; a test holds them equal to this record), and the test split is
 scored with it once (``scripts/record_tatoeba_outputs.py``, then
 ``scripts/record_tatoeba_scores.py``). ``--resume LOG`` takes the settings already
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import subprocess
 import sys
 import time
@@ -29,6 +29,7 @@ import torch
 from transformer_edu.metrics import bleu, chrf, length_ratio, paired_bootstrap
 from transformer_edu.tatoeba import load_tatoeba
 from transformer_edu.tatoeba_analysis import decoding_name
+from transformer_edu.tatoeba_recipe import describe_machine
 from transformer_edu.tatoeba_train import (
     load_tatoeba_checkpoint,
     shipped_model_path,
@@ -36,11 +37,14 @@ from transformer_edu.tatoeba_train import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-BEAMS = (1, 2, 4, 8)
+BEAMS = (1, 2, 4, 8, 16)
 ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0)
-# Beam 8 stops here: for beams 2 and 4, alpha 1.75 and 2 lost 4.5 to 13 dev BLEU (the
+# Beams 8 and 16 stop here: for beams 2 and 4, alpha 1.75 and 2 lost 4.5 to 13 dev BLEU (the
 # outputs run on towards the length limit), and each took 10-30 times greedy's time
 WIDE_ALPHA_MAX = 1.5
+# A wider beam that beats a narrower one by less than a paired test on dev can tell
+# from noise (sacreBLEU's paired bootstrap, p >= NOISE_P) does not earn its cost
+NOISE_P = 0.05
 
 
 def alphas_of(beam: int) -> tuple[float, ...]:
@@ -85,26 +89,51 @@ def main() -> int:
             print(json.dumps(rows[-1]), flush=True)
     greedy = rows[0]
     best = max(rows, key=lambda r: (r["bleu"], -r["beam"]))  # ties: the narrower
+
+    def hyps_of(r: dict) -> list[str]:
+        k = (r["beam"], r["alpha"])
+        if k not in outputs:  # measured by the run resumed
+            outputs[k] = translate_batch(model, tok, sources, *k)
+        return outputs[k]
+
+    # a wider beam costs more: the narrowest beam whose best setting a paired test on
+    # dev cannot tell from the best one (p >= NOISE_P) is chosen in its place
+    rivals = []
+    for k in BEAMS[1:]:
+        top = max((r for r in rows if r["beam"] == k), key=lambda r: r["bleu"])
+        if top is not best and hyps_of(top) != hyps_of(best):
+            p_value = paired_bootstrap(hyps_of(best), hyps_of(top), refs)[
+                "BLEU"
+            ].p_value
+        else:
+            p_value = 1.0
+        rivals.append({**top, "p_value_against_best": round(p_value, 4)})
+    narrow = next(r for r in rivals if r["p_value_against_best"] >= NOISE_P)
+    if best is not greedy and narrow["bleu"] > greedy["bleu"]:
+        best = {k: v for k, v in narrow.items() if k != "p_value_against_best"}
     # greedy wins: it is the default, and α is the best beam's (for --beam K alone)
     best_beam = max(rows[1:], key=lambda r: (r["bleu"], -r["beam"]))
     chosen = best if best is not greedy else {**greedy, "alpha": best_beam["alpha"]}
     key = (chosen["beam"], chosen["alpha"])
     hyps_key = key if key[0] > 1 else (1, 0.0)
-    for k in {(1, 0.0), hyps_key} - set(outputs):  # measured by the run resumed
-        outputs[k] = translate_batch(model, tok, sources, *k)
+    for b, a in {(1, 0.0), hyps_key}:  # the paired test below needs both
+        hyps_of({"beam": b, "alpha": a})
     out = {
         "command": "python scripts/sweep_tatoeba_decoding.py"
         + (f" --limit {args.limit}" if args.limit else "")
         + (" --resume (the rows of an earlier run of the same model)" if done else ""),
         "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                                  capture_output=True, text=True).stdout.strip(),
-        "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads",
+        "machine": describe_machine(),
         "torch": torch.__version__,
         "model": shipped_model_path().name, "trained_at": meta.get("commit"),
         "split": "dev", "pairs": len(pairs), "beams": list(BEAMS),
         "alphas": list(ALPHAS), "wide_alpha_max": WIDE_ALPHA_MAX,
-        "rule": "the highest dev BLEU (ties: the narrower beam), if above greedy's",
+        "rule": "the highest dev BLEU, if above greedy's; then the narrowest beam "
+        f"whose best dev BLEU a paired test cannot tell from it (p >= {NOISE_P})",
         "dev": rows,
+        "noise_p": NOISE_P,
+        "narrowest_within_noise": rivals,
         "chosen": {"name": decoding_name(*key), **chosen},
     }  # fmt: skip
     if hyps_key != (1, 0.0):

@@ -181,7 +181,7 @@ def average_state_dicts(states: list[dict[str, torch.Tensor]]) -> dict:
 # The decoding chosen on the dev split (scripts/sweep_tatoeba_decoding.py; its record,
 # models/tatoeba_ja_en.sweep.json, names the same, a test checks): the default of the
 # command line's translate and evaluate, and of chapter 12's translator.
-DEFAULT_BEAM = 4  # chosen on dev (scripts/sweep_tatoeba_decoding.py); 1: greedy
+DEFAULT_BEAM = 8  # chosen on dev (scripts/sweep_tatoeba_decoding.py); 1: greedy
 DEFAULT_ALPHA = 1.25  # the length penalty, when DEFAULT_BEAM > 1 (chosen on dev)
 
 
