@@ -68,9 +68,17 @@ def english_difficulty(msgid: str) -> str | None:
     return DIFFICULTY[next(g for g in d.groups() if g).lower()]
 
 
+# a level named after its stars in running text: "graded from ★ (warm-up) to ★★★ (hard)"
+STAR_DIFFICULTY = re.compile(
+    r"(★+)\s*\((?:warm-up|medium|hard|harder)\)", re.IGNORECASE
+)
+
+
 def without_difficulty(msgid: str) -> str:
     """``msgid`` without the difficulty word of its exercise label (``**Warm-up.**``
-    is a label, not the learning-rate warm-up of the glossary)."""
+    is a label, not the learning-rate warm-up of the glossary), or of a level named
+    after its stars (``★ (warm-up)``)."""
+    msgid = STAR_DIFFICULTY.sub(r"\1", msgid)
     m = LEAD_BOLD.match(msgid)
     if not m or not english_difficulty(msgid):
         return msgid

@@ -215,17 +215,18 @@ def test_the_glossary_is_one_term_each():
 
 # --- the house style (book/ja_style.py; locale/ja/STYLE.md) ----------------------------
 
-# The pages the editorial pass of issue 33 has not reached yet: chapters 10-13 (chapter
-# 12 becomes two) and the teachers' guide were being rewritten in English while the
-# rest was edited. The house-style, gloss, glue-twin and English-run checks skip them,
-# and so does the glossary check for the terms that edit decided (those with a `not`
-# list). Round two edits them and empties this list.
+# The pages the editorial pass of issue 33 has not reached yet: chapter 10 is being
+# rewritten in English (its Japanese follows). The house-style, gloss, glue-twin and
+# English-run checks skip it, and so does the glossary check for the terms that edit
+# decided (those with a `not` list). Its edit empties this list.
 NOT_YET_EDITED = [
     "chapters/10_",
+    # edited in round three (their catalogues pass po_tool.py check and this file's
+    # catalogue checks), but their built pages not yet read by the glue-twin and
+    # English-run tests: they leave this list once a build has been checked
     "chapters/11_",
     "chapters/12",
     "chapters/13",
-    "chapters/14",
     "teachers_guide",
 ]
 
@@ -321,6 +322,9 @@ def test_the_style_checks_can_fail():
     )
     assert ja_style.without_difficulty("**Without warm-up.** x") == (
         "**Without warm-up.** x"
+    )
+    assert ja_style.without_difficulty("from ★ (warm-up) to ★★★ (hard).") == (
+        "from ★ to ★★★."
     )
     assert check("**The floor.** Do.", "**下限** せよ。")[0].startswith("run-in title")
     assert check("It reads 私 first.", "最初に 私 を読む。") == [
