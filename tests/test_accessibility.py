@@ -293,6 +293,7 @@ WIDGET_OF_JS = """(c) => {
           handle: el.classList.contains("noUi-handle"),
           atEnd: el.getAttribute("aria-valuenow") === el.getAttribute("aria-valuemax"),
           last: el.tagName === "SELECT" && el.selectedIndex === el.options.length - 1,
+          index: el.tagName === "SELECT" ? el.selectedIndex : -1,
           atMax: el.type === "range" && el.value === el.max,
           value: "value" in el ? el.value : ""};
 }"""
@@ -306,12 +307,11 @@ def _widget_keys(tab, c: int, info: dict) -> tuple[list[str], list[str]]:
             if info["atEnd"]
             else (["ArrowRight"], ["ArrowLeft"])
         )
-    if info["tag"] == "select":
-        return (
-            (["ArrowUp"], ["ArrowDown"])
-            if info["last"]
-            else (["ArrowDown"], ["ArrowUp"])
-        )
+    if info["tag"] == "select":  # the farthest option: neighbours may draw the same
+        # (a beam of 7 often translates as 8 does); then back, one option at a time
+        if info["index"] == 0:
+            return ["End"], ["Home"]
+        return ["Home"], ["ArrowDown"] * info["index"]
     if info["type"] == "range":  # a native slider: the arrow keys
         return (
             (["ArrowLeft"], ["ArrowRight"])
