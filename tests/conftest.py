@@ -4,9 +4,10 @@
 run, on both cores: pytest-xdist's ``-n 2 --dist loadscope``.
 
 - The first book test starts the book build (a subprocess) and waits for it, once no
-  other worker still runs other tests (each worker says what it is doing under
-  ``_build/workers/``): the build executes only what nbval did not run (a chapter
-  that failed), a notebook per core. With
+  worker still runs a notebook (each worker says what it is doing under
+  ``_build/workers/``): by then nbval has run every chapter, and the build executes
+  only what nbval did not run (a chapter that failed), a notebook per core. The other
+  worker's unit tests go on beside the build. With
   ``--book-early`` (not used by `make test`, see the Makefile) the build starts at
   once, in xdist's controller, and the book tests wait for ``_build/book-build.json``
   (when it ended and how). Without it, the first worker to need the book builds it,
@@ -189,22 +190,25 @@ def _is_xdist_worker(config: pytest.Config) -> bool:
 
 
 def _set_phase(config: pytest.Config, phase: str) -> None:
-    """Say what this xdist worker is doing: "tests" (others than the book's), "book"
-    (it has reached the book tests, which come last) or "done"."""
+    """Say what this xdist worker is doing: "notebooks" (from its start until its
+    first test that is no notebook), "tests" (others than the book's), "book" (it has
+    reached the book tests, which come last) or "done"."""
     if not _is_xdist_worker(config):
         return
     WORKERS_DIR.mkdir(parents=True, exist_ok=True)
     (WORKERS_DIR / config.workerinput["workerid"]).write_text(phase)
 
 
-def _wait_for_other_tests(timeout_s: float = BUILD_TIMEOUT_S) -> None:
-    """Before the book build, wait until no worker still runs other tests: the build
-    executes a notebook per core, and a third busy process on two cores makes the
-    chapters' timings (and the tests') slow and noisy."""
+def _wait_for_notebooks(timeout_s: float = BUILD_TIMEOUT_S) -> None:
+    """Before the book build, wait until no worker still runs (or may yet run) a
+    notebook. The notebooks come first in the work queue, and loadscope hands out
+    scopes in its order, so a worker past its notebooks gets no other; once none is in
+    "notebooks", nbval has run every chapter it will, and the build reuses them all.
+    (A chapter's timings would also be noisy with a third process on two cores.)"""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         phases = [f.read_text() for f in WORKERS_DIR.glob("*")]
-        if "tests" not in phases:
+        if "notebooks" not in phases:
             return
         time.sleep(1)
 
@@ -217,7 +221,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # (tests/nbval_cache.py), so the book build executes none of them again
     os.environ["IPYTHONDIR"] = str(nbval_cache.kernel_profile_dir())
     nbval_cache.install()
-    _set_phase(config, "tests")
+    _set_phase(config, "notebooks")
     if _is_xdist_worker(config) or config.getoption("book_built"):
         return
     nbval_cache.reset_stale_cache()  # before any worker writes to the cache
@@ -243,6 +247,8 @@ def pytest_collection_modifyitems(
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("book"):
         _set_phase(item.config, "book")
+    elif not item.nodeid.split("::")[0].endswith(".ipynb"):
+        _set_phase(item.config, "tests")  # its notebooks are done (they come first)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
@@ -283,8 +289,8 @@ def book(request: pytest.FixtureRequest) -> BookBuild:
     with FileLock(BUILD_LOCK, timeout=BUILD_TIMEOUT_S):  # one build per run
         if BUILD_STATUS.exists():  # another worker built it while this one waited
             return FinishedBuild(**json.loads(BUILD_STATUS.read_text()))
-        _set_phase(request.config, "book")  # this worker waits for no one but others
-        _wait_for_other_tests()
+        _set_phase(request.config, "book")  # not in "notebooks" while it waits
+        _wait_for_notebooks()
         build = request.config.stash[_build_key] = _start_build()
         _record_when_done(build)
     return build
