@@ -36,6 +36,7 @@ from test_book import (  # tests/ is on sys.path (pytest's rootdir-relative impo
     SETTLE_JS,
     WIDGET_INPUTS,
     WIDGET_OUTPUT_JS,
+    _exercise_widgets,
     _widget_settled,
     warm_widgets,
     widgets_drawn,
@@ -51,6 +52,8 @@ PAGE_FILES = [
     for page in PAGES
 ]
 BLOCKING = ("serious", "critical")  # axe's impacts that fail a page
+# the pages whose widgets run a model in the page (each must have widget inputs)
+MODEL_PAGES = ("10_decoding_and_attention", "12_real_japanese", "13_where_it_led")
 
 AXE_RUN_JS = """async (blocking) => {
   const result = await axe.run(document, {resultTypes: ["violations"]});
@@ -190,11 +193,17 @@ def served(book):
         yield base
 
 
-def open_page(browser, path: Path, base: str | None = None):
-    """A tab on ``path`` (served from ``base``, else as a file) once its figures,
-    widgets and keyboard controls are drawn."""
+def open_page(browser, path: Path, base: str | None = None, errors=None):
+    """A tab on ``path`` (served from ``base``, every other host blocked; else as a
+    file) once its figures, widgets and keyboard controls are drawn; the console's
+    errors go to ``errors`` if given."""
     tab = browser.new_page(viewport={"width": 1280, "height": 900})
     url = base + path.relative_to(HTML_DIR).as_posix() if base else path.as_uri()
+    if errors is not None:
+        tab.on("console", lambda m: m.type == "error" and errors.append(m.text))
+    if base:
+        tab.route("**/*", lambda r: r.continue_() if r.request.url.startswith(
+            (base, "data:", "blob:")) else r.abort())  # fmt: skip
     tab.goto(url, wait_until="load")
     tab.evaluate(SETTLE_JS)
     for ready in (RENDERED_JS, CONTROLS_READY_JS):
@@ -203,7 +212,7 @@ def open_page(browser, path: Path, base: str | None = None):
         except Exception:  # what is missing is reported by the checks
             pass
     tab.evaluate(SETTLE_JS)
-    widgets_drawn(tab, 10.0)
+    widgets_drawn(tab, 20.0)
     if base:
         warm_widgets(tab)  # a model fetched on first use: used once first
     return tab
@@ -384,13 +393,22 @@ def page_problems(tab) -> list[str]:
 @pytest.mark.parametrize(
     "path", [p for _, p in PAGE_FILES], ids=[name for name, _ in PAGE_FILES]
 )
-def test_page_is_accessible(book, browser, served, path):
+def test_page_is_accessible_and_its_widgets_work(book, browser, served, path):
+    """The checks above, then every widget input with the mouse: each changes what it
+    drives with no kernel, and back (tests/test_book.py's `_exercise_widgets`), in the
+    same tab: the book served on 127.0.0.1 as a reader serves it, every other host
+    blocked, no console error."""
     assert path.exists(), f"{path} was not built"
-    tab = open_page(browser, path, served)
+    errors: list[str] = []
+    tab = open_page(browser, path, served, errors)
     try:
         problems = page_problems(tab)
+        found, moved, widget_problems = _exercise_widgets(tab)
     finally:
         tab.close()
+    if moved != found or (path.stem in MODEL_PAGES and not found):
+        widget_problems.append(f"{found} widget inputs, {moved} moved")
+    problems += widget_problems + [f"console: {e}" for e in errors]
     assert not problems, f"{path.relative_to(HTML_DIR)}: " + "; ".join(problems)
 
 

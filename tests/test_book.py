@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from sync_colab import colab_link, repository, toc_files  # book/ is on pythonpath
+from test_book_fonts import undrawn_japanese  # tests/ is on sys.path
 
 pytestmark = pytest.mark.book
 
@@ -600,11 +601,12 @@ def test_page_renders_offline_in_chromium(book, browser, page):
         tab.evaluate(SETTLE_JS)  # fonts first used by the figures
         tab.wait_for_timeout(300)
         m = tab.evaluate(MEASURE_JS)
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        tab.screenshot(path=str(SCREENSHOTS / f"{_page_id(page)}.png"), full_page=True)
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)  # JPEG: half PNG's time
+        tab.screenshot(path=str(SCREENSHOTS / f"{_page_id(page)}.jpg"), full_page=True,
+                       type="jpeg", quality=80)  # fmt: skip
         # from a file, the figures' controls with the mouse; the widgets' (some fetch
         # a model, which a browser refuses from file://) in
-        # test_widget_controls_work_served. The Japanese pages' figures are the same
+        # tests/test_accessibility.py, served. The Japanese pages' figures are the same
         # figures, their words translated: tests/test_accessibility.py works every
         # control of every page of both editions by keyboard
         english = not page.startswith("ja/")
@@ -612,6 +614,11 @@ def test_page_renders_offline_in_chromium(book, browser, page):
             _exercise_controls(tab, False) if m["figs"] == m["plots"] and english
             else []
         )  # fmt: skip
+        if english:  # the Japanese in an English page: examples, figures, formulas
+            undrawn = undrawn_japanese(tab)
+            if undrawn:
+                problems.append(f"{len(undrawn)} Japanese text nodes drawn without a "
+                                f"Japanese font: {undrawn[:8]}")  # fmt: skip
     finally:
         tab.close()
 
@@ -637,43 +644,14 @@ def test_page_renders_offline_in_chromium(book, browser, page):
     assert not problems, f"{page}: " + "; ".join(problems)
 
 
-def _widget_pages() -> list[str]:
+def test_the_model_pages_show_widgets(book):
+    """The pages whose widgets run a model in the page show widgets in both editions
+    (tests/test_accessibility.py works every widget input of every page, served)."""
+    from test_accessibility import MODEL_PAGES
+
     views = "application/vnd.jupyter.widget-view+json"
-    return [p for p in EDITION_PAGES
-            if views in (HTML_DIR / f"{p}.html").read_text(encoding="utf8")]  # fmt: skip
-
-
-def test_widget_controls_work_served(book, browser):
-    """Every widget input of every page (both editions), the book served on
-    127.0.0.1 as a reader serves it, every other host blocked: each changes what it
-    drives with no kernel, and back (the models load on first use)."""
-    from static_server import serve  # book/ is on pythonpath
-
-    pages = _widget_pages()
-    assert {f"{e}chapters/{c}" for e in ("", "ja/") for c in (
-        "10_decoding_and_attention", "12_real_japanese", "13_where_it_led")} <= set(pages)  # fmt: skip
-    problems = []
-    with serve(HTML_DIR) as base:
-        for page in pages:
-            tab = browser.new_page(viewport={"width": 1280, "height": 900})
-            errors: list[str] = []
-            tab.on("console", lambda m, errors=errors: m.type == "error"
-                   and errors.append(m.text))  # fmt: skip
-            tab.route("**/*", lambda r: r.continue_() if r.request.url.startswith(
-                (base, "data:", "blob:")) else r.abort())  # fmt: skip
-            try:
-                tab.goto(f"{base}{page}.html", wait_until="load")
-                tab.wait_for_function(RENDERED_JS, timeout=60_000)
-                tab.evaluate(SETTLE_JS)
-                widgets_drawn(tab)
-                found, moved, found_problems = _exercise_widgets(tab)
-            finally:
-                tab.close()
-            model_page = any(c in page for c in ("10_dec", "12_real", "13_where"))
-            if moved != found or (model_page and not found):
-                found_problems.append(f"{found} widget inputs, {moved} moved")
-            problems += [f"{page}: {p}" for p in found_problems + errors]
-    assert not problems, "; ".join(problems)
+    for page in (f"{e}chapters/{c}" for e in ("", "ja/") for c in MODEL_PAGES):
+        assert views in (HTML_DIR / f"{page}.html").read_text(encoding="utf8"), page
 
 
 def test_book_serves_its_font_and_saves_widget_states(book):
