@@ -3,10 +3,12 @@ asserted: they move with the machine's load).
 
     make book   # or any build of _build/html
     .venv/bin/python scripts/bench_browser.py [--html _build/html] [--reps 20]
+        [--before OTHER_BUILD]
 
 Serves the folder on 127.0.0.1, opens chapter 12 (the Tatoeba model, int8) and
 chapter 10 (the toy model) in headless Chromium (Debian's, as the tests; $CHROMIUM to
-change) with every other host blocked, and prints for each:
+change) with every other host blocked, single-threaded WASM (as the page sets it), and
+prints for each:
 
 - bytes fetched before the reader translates, and on first use (raw, and gzip as a
   compressing server sends them: from the JSON the build writes);
@@ -16,11 +18,17 @@ change) with every other host blocked, and prints for each:
   sentence whose greedy translation has 15 (10) tokens, greedy and beam 4, over
   ``--reps`` runs: decoding alone, and with drawing the view;
 - the size of ``_build/html`` and of the translators' folders in it.
+
+``--before`` names another build of the book (an older translator, say): both are
+served and opened in the same browser, and their latencies are measured in turns
+(``ROUNDS`` rounds of ``reps / ROUNDS`` runs each, so that a change of the machine's
+load falls on both), then given side by side as a ratio.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -56,7 +64,7 @@ def _folder_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def tatoeba_sentence(n: int = 15) -> str:
+def tatoeba_sentence(html: Path, n: int = 15) -> str:
     """The first dev text of one sentence whose greedy translation has ``n`` tokens
     (onnxruntime in Python on the graphs the page fetches)."""
     import onnxruntime as ort
@@ -64,7 +72,7 @@ def tatoeba_sentence(n: int = 15) -> str:
     from transformer_edu.browser.onnx_export import greedy_onnx
     from transformer_edu.tatoeba import default_tokenizer, load_tatoeba, split_sentences
 
-    folder = ROOT / "_build" / "html" / "_static" / "tatoeba"
+    folder = html / "_static" / "tatoeba"
     meta = json.loads((folder / "translator.json").read_text(encoding="utf8"))
     enc = ort.InferenceSession(str(folder / meta["encoder"]))
     dec = ort.InferenceSession(str(folder / meta["decoder"]))
@@ -91,7 +99,11 @@ def toy_sentence(n: int = 10) -> str:
     raise ValueError(f"no held-out sentence translates into {n} tokens")
 
 
-def measure(browser, base: str, page: str, sentence: str, reps: int, html: Path):
+ROUNDS = 4  # with --before: the builds take turns, reps / ROUNDS runs at a time
+
+
+def first_use(browser, base: str, page: str, sentence: str, html: Path, label: str):
+    """Open ``page``, report its bytes and the first translation; returns the tab."""
     tab = browser.new_page(viewport={"width": 1280, "height": 900})
     sizes: dict[str, int] = {}
 
@@ -101,11 +113,11 @@ def measure(browser, base: str, page: str, sentence: str, reps: int, html: Path)
     tab.on("requestfinished", finished)
     tab.route("**/*", lambda r: r.continue_() if r.request.url.startswith(
         (base, "data:", "blob:")) else r.abort())  # fmt: skip
-    tab.goto(base + page, wait_until="load")
+    tab.goto(base + page, wait_until="load", timeout=180_000)  # a loaded machine
     tab.wait_for_timeout(3000)  # the page, its figures and the widget's first state
     before = dict(sizes)
     t0 = time.perf_counter()
-    first = tab.evaluate(
+    tab.evaluate(
         "async (t) => await document.querySelector('.tedu-translator')"
         ".translateText(t, 1, 0.6)", sentence)  # fmt: skip
     first_s = time.perf_counter() - t0
@@ -114,7 +126,7 @@ def measure(browser, base: str, page: str, sentence: str, reps: int, html: Path)
         " return m ? m.loadMs : null; }"
     )
     new = {k: v for k, v in sizes.items() if k not in before}
-    print(f"{page}")
+    print(f"{page}{f' ({label})' if label else ''}")
     print(f"  before first use: {_mb(sum(before.values()))} in {len(before)} requests")
     print(f"  fetched on first use: {_mb(sum(new.values()))}")
     for url, size in sorted(new.items(), key=lambda kv: -kv[1]):
@@ -125,37 +137,75 @@ def measure(browser, base: str, page: str, sentence: str, reps: int, html: Path)
         print(f"  the same, gzip-compressed: {_mb(sum(meta['gzip_bytes'].values()))}")
     print(f"  first use: {first_s * 1000:.0f} ms (model load {load_ms:.0f} ms, then "
           f"one translation)")  # fmt: skip
-    s = first["sentences"][0]
+    return tab
+
+
+def measure(browser, builds: dict[str, tuple[str, Path]], page: str, sentence: str,
+            reps: int) -> None:  # fmt: skip
+    """First use, then greedy and beam-4 latency of each build (label -> base URL,
+    folder); two builds take turns and are compared."""
+    tabs = {label: first_use(browser, base, page, sentence, html, label)
+            for label, (base, html) in builds.items()}  # fmt: skip
+    rounds = ROUNDS if len(tabs) > 1 else 1
     for beam in (1, 4):
-        timing = tab.evaluate(TIME_JS, [sentence, beam, reps])
-        out = timing["result"]["sentences"][0]
-        print(f"  {'greedy' if beam == 1 else 'beam 4'}: {sentence} -> {out['text']!r} "
-              f"({len(s['pieces'])} source pieces, {len(out['steps'])} output tokens), "
-              f"median of {reps}: decoding {statistics.median(timing['compute']):.1f} "
-              f"ms (min {min(timing['compute']):.1f}), with drawing "
-              f"{statistics.median(timing['drawn']):.1f} ms")  # fmt: skip
-    tab.close()
+        runs = {label: {"compute": [], "drawn": []} for label in tabs}
+        texts, n_pieces = {}, 0
+        for _ in range(rounds):
+            for label, tab in tabs.items():
+                timing = tab.evaluate(TIME_JS, [sentence, beam, reps // rounds])
+                runs[label]["compute"] += timing["compute"]
+                runs[label]["drawn"] += timing["drawn"]
+                out = timing["result"]["sentences"][0]
+                texts[label] = (out["text"], len(out["steps"]))
+                n_pieces = len(out["pieces"])
+        name = "greedy" if beam == 1 else "beam 4"
+        median = {label: statistics.median(r["compute"]) for label, r in runs.items()}
+        for label, r in runs.items():
+            text, n_out = texts[label]
+            print(f"  {name}{f' ({label})' if label else ''}: {sentence} -> {text!r} "
+                  f"({n_pieces} source pieces, {n_out} output tokens), median of "
+                  f"{len(r['compute'])}: decoding {median[label]:.1f} ms (min "
+                  f"{min(r['compute']):.1f}), with drawing "
+                  f"{statistics.median(r['drawn']):.1f} ms")  # fmt: skip
+        if len(tabs) == 2:
+            (a, ta), (b, tb) = texts.items()
+            same = "the same output" if ta == tb else "OUTPUTS DIFFER"
+            print(
+                f"  {name}: {b} / {a} = {median[b] / median[a]:.2f} of the median "
+                f"decoding time ({median[a] / median[b]:.1f}x faster), {same}"
+            )
+    for tab in tabs.values():
+        tab.close()
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--html", type=Path, default=ROOT / "_build" / "html")
+    p.add_argument("--before", type=Path, default=None,
+                   help="another build to measure side by side (a ratio)")  # fmt: skip
     p.add_argument("--reps", type=int, default=20)
     args = p.parse_args()
     from playwright.sync_api import sync_playwright
 
-    print(f"_build/html: {_mb(_folder_bytes(args.html))} in all; the Tatoeba "
-          f"translator's folder {_mb(_folder_bytes(args.html / '_static' / 'tatoeba'))}, "
-          f"the toy's {_mb(_folder_bytes(args.html / '_static' / 'translator'))}, "
-          f"onnxruntime-web "
-          f"{_mb(_folder_bytes(args.html / '_static' / 'vendor' / 'onnxruntime-web'))}")  # fmt: skip
+    folders = {"": args.html} if args.before is None else {
+        "before": args.before, "after": args.html}  # fmt: skip
+    for label, html in folders.items():
+        print(f"{label or '_build/html'}: {html}: {_mb(_folder_bytes(html))} in all; "
+              f"the Tatoeba translator's folder "
+              f"{_mb(_folder_bytes(html / '_static' / 'tatoeba'))}, the toy's "
+              f"{_mb(_folder_bytes(html / '_static' / 'translator'))}, "
+              f"onnxruntime-web "
+              f"{_mb(_folder_bytes(html / '_static' / 'vendor' / 'onnxruntime-web'))}")  # fmt: skip
     chromium = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-    with serve(args.html) as base, sync_playwright() as pw:
+    pages = [("chapters/12_real_japanese.html", tatoeba_sentence(args.html)),
+             ("chapters/10_decoding_and_attention.html", toy_sentence())]  # fmt: skip
+    with contextlib.ExitStack() as stack:
+        builds = {label: (stack.enter_context(serve(html)), html)
+                  for label, html in folders.items()}  # fmt: skip
+        pw = stack.enter_context(sync_playwright())
         browser = pw.chromium.launch(executable_path=chromium, args=FLAGS)
-        measure(browser, base, "chapters/12_real_japanese.html", tatoeba_sentence(),
-                args.reps, args.html)  # fmt: skip
-        measure(browser, base, "chapters/10_decoding_and_attention.html",
-                toy_sentence(), args.reps, args.html)  # fmt: skip
+        for page, sentence in pages:
+            measure(browser, builds, page, sentence, args.reps)
         browser.close()
     return 0
 

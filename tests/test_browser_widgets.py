@@ -16,7 +16,7 @@ import pytest
 from conftest import SCREENSHOTS
 from test_book import HTML_DIR, SETTLE_JS  # tests/ is on sys.path
 
-from transformer_edu.browser.onnx_export import beam_onnx, greedy_onnx
+from transformer_edu.browser.onnx_export import GraphSession, beam_onnx, greedy_onnx
 
 pytestmark = pytest.mark.book
 
@@ -159,12 +159,11 @@ def _top_gap(got: dict[int, float], want: dict[int, float]) -> float:
 
 def _ort_steps(enc, dec, meta, src_ids, out_ids) -> list[tuple[list[int], list, list]]:
     """Each step of producing out_ids: (top-5 ids, their probabilities, attention)."""
-    memory, src_mask = enc.run(None, {"src": np.array([src_ids], dtype=np.int64)})
+    session = GraphSession(enc, dec, src_ids)
     steps = []
     for j in range(len(out_ids)):
-        prefix = np.array([[meta["bos_id"], *out_ids[:j]]], dtype=np.int64)
-        logp, cross = dec.run(None, {"tgt": prefix, "memory": memory,
-                                     "src_mask": src_mask})  # fmt: skip
+        prefix = [meta["bos_id"], *out_ids[:j]]
+        logp, cross = session.step([prefix], None if j == 0 else [0])
         top = np.argsort(-logp[0], kind="stable")[: meta["top_k"]]
         steps.append((top.tolist(), np.exp(logp[0][top]).tolist(), cross[0]))
     return steps

@@ -112,21 +112,11 @@ def test_export_cli_bad_inputs_exit_2_with_one_line(capsys, tmp_path):
         assert err.count("\n") == 1 and message in err, err
 
 
-PAGE_STOPS_EARLY = pytest.mark.xfail(
-    strict=True,
-    reason="the page's loop still stops once K hypotheses finished, where beam_search "
-    "keeps 2K candidates and an alpha-aware bound (issue 30, item 2 not done): with "
-    "alpha > 0 it can miss a longer, better hypothesis",
-)
-
-
-@pytest.mark.parametrize("alpha", [0.0, pytest.param(0.6, marks=PAGE_STOPS_EARLY)])
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
 def test_beam_search_over_the_graphs_is_beam_search(exported, alpha):
-    """The loop the page runs (beam_onnx, as static/translator.js) gives
-    decoding.beam_search's best hypothesis and its score on float32 graphs. (The page
-    keeps K candidates a step and stops once K hypotheses finished; beam_search keeps 2K
-    and an alpha-aware bound (issue 30), so the lower-ranked finished hypotheses may
-    differ: the page shows only the best.)"""
+    """The loop the page runs (beam_onnx, as static/translator.js: the KV cache
+    reordered by the surviving parents, 2K candidates a step, the alpha-aware bound)
+    gives decoding.beam_search's hypotheses and scores on float32 graphs."""
     _, enc, dec, meta = exported
     model, sv, _ = toy_model(progress=False)
     model = model.cpu().eval()
@@ -136,9 +126,17 @@ def test_beam_search_over_the_graphs_is_beam_search(exported, alpha):
         want = beam_search(model, torch.tensor([src_ids]), 4, alpha=alpha, max_len=40)
         got = beam_onnx(enc, dec, src_ids, meta, 4, alpha, max_len=40)
         assert got[0][0] == want[0][0], pair.ja
+        # every finished hypothesis, each with its score
+        got_scores, want_scores = dict(map(_key, got)), dict(map(_key, want))
+        assert got_scores.keys() == want_scores.keys(), pair.ja
         torch.testing.assert_close(
-            torch.tensor(got[0][1]), torch.tensor(want[0][1]), atol=1e-4, rtol=0
-        )
+            torch.tensor([got_scores[h] for h in want_scores]),
+            torch.tensor(list(want_scores.values())), atol=1e-4, rtol=0,
+        )  # fmt: skip
+
+
+def _key(hyp: tuple[list[int], float]) -> tuple[tuple[int, ...], float]:
+    return tuple(hyp[0]), hyp[1]
 
 
 @pytest.fixture(scope="module")

@@ -1,13 +1,17 @@
 """Trained models as ONNX graphs, for onnxruntime in a web page or in Python.
 
-A translator is two graphs: an encoder (source ids -> memory and its padding mask) and
-a decoder step (K prefixes, memory, mask -> each prefix's next-token log-probabilities
-and the cross-attention of its newest position, every layer and head), plus a JSON
-file with what a page needs besides the weights. K is dynamic, so beam search sends
-its K hypotheses in one call. Greedy decoding and beam search over the graphs
-(``greedy_onnx``, ``beam_onnx``) are the loops the page runs in JavaScript
-(``static/decode.js``), written here once more for the tests: over float32 graphs they
-equal ``decoding.greedy_decode`` and ``decoding.beam_search``.
+A translator is two graphs: an encoder (source ids -> every decoder layer's
+cross-attention keys and values, and the source's padding mask: once per sentence) and
+a decoder step with a KV cache (the newest token of K prefixes, and the keys and values
+of their earlier positions -> each prefix's next-token log-probabilities, the
+cross-attention of its newest position, every layer and head, and the keys and values
+with the newest position added), plus a JSON file with what a page needs besides the
+weights. K is dynamic, so beam search sends its K hypotheses in one call, their cached
+keys and values reordered by the surviving parents first. Greedy decoding and beam
+search over the graphs (``greedy_onnx``, ``beam_onnx``, ``GraphSession``) are the
+loops the page runs in JavaScript (``static/translator.js``), written here once more
+for the tests: over float32 graphs they equal ``decoding.greedy_decode`` and
+``decoding.beam_search``.
 
 - The toy model (chapter 10): ``export_onnx``, float32, its vocabularies and lexicon.
 - The shipped Tatoeba model (chapter 12): ``export_tatoeba``, weights quantised to int8
@@ -41,29 +45,42 @@ EXTRA_OUTPUT = 50  # the Tatoeba model: at most source length + 50 (translate_ba
 
 
 class EncoderGraph(nn.Module):
-    """The encoder as the graph sees it.
+    """The encoder, then what every decoder layer's cross-attention needs of its
+    output: the keys and values, projected once per sentence.
 
-    Shape: src (1, S) int64 -> memory (1, S, D), src_mask (1, 1, 1, S) bool
-    (True = may attend).
+    Shape: src (1, S) int64 -> memory_keys, memory_values (L, 1, H, S, Dh),
+    src_mask (1, 1, 1, S) bool (True = may attend).
     """
 
     def __init__(self, model: Transformer):
         super().__init__()
         self.model = model
 
-    def forward(self, src: Tensor) -> tuple[Tensor, Tensor]:
-        return self.model.encode(src)
+    def forward(self, src: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        memory, src_mask = self.model.encode(src)  # (1, S, D), (1, 1, 1, S)
+        cache = self.model.decoder.new_cache(memory)  # one dict per decoder layer
+        # every layer's keys and values, stacked: (L, 1, H, S, Dh) each
+        keys = torch.stack([layer["memory_kv"][0] for layer in cache])
+        values = torch.stack([layer["memory_kv"][1] for layer in cache])
+        return keys, values, src_mask
 
 
 class DecoderStep(nn.Module):
-    """One step for K prefixes at once: each whole prefix again (no cache), so the
-    graph has no state. The generator gets a weight of its own, a MatMul rather than
-    the tied Gemm that reads the embedding's table: every node reads a tensor of its
-    own when int8 quantisation rewrites them (onnxruntime 1.32 also quantises the
-    shared one correctly, measured; the copy costs no bytes in the int8 file).
+    """One step for K prefixes at once, with the KV cache: each prefix's newest token
+    in, with every layer's self-attention keys and values of its P earlier positions
+    (the page reorders them by the surviving parents); out come the next token's
+    log-probabilities, the newest position's cross-attention, and the keys and values
+    of P + 1 positions. The sentence's cross-attention keys and values come from the
+    encoder graph, one row for all K. The generator gets a weight of its own, a MatMul
+    rather than the tied Gemm that reads the embedding's table: every node reads a
+    tensor of its own when int8 quantisation rewrites them (onnxruntime 1.32 also
+    quantises the shared one correctly, measured; the copy costs no bytes in the int8
+    file).
 
-    Shape: tgt (K, t) int64, memory (K, S, D), src_mask (K, 1, 1, S)
-    -> log_probs (K, V), cross_attention (K, L, H, S) of the newest position.
+    Shape: tokens (K, 1) int64, past_keys and past_values (L, K, H, P, Dh),
+    memory_keys and memory_values (L, 1, H, S, Dh), src_mask (1, 1, 1, S)
+    -> log_probs (K, V), cross_attention (K, L, H, S), present_keys and
+    present_values (L, K, H, P + 1, Dh).
     """
 
     def __init__(self, model: Transformer):
@@ -74,15 +91,30 @@ class DecoderStep(nn.Module):
         self.out_bias = nn.Parameter(proj.bias.detach().clone())  # (V,)
 
     def forward(
-        self, tgt: Tensor, memory: Tensor, src_mask: Tensor
-    ) -> tuple[Tensor, Tensor]:
-        out = self.model.decode(tgt, memory, src_mask)  # (K, t, D)
+        self,
+        tokens: Tensor,
+        past_keys: Tensor,
+        past_values: Tensor,
+        memory_keys: Tensor,
+        memory_values: Tensor,
+        src_mask: Tensor,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        cache = [
+            {"self_kv": (past_keys[i], past_values[i]),
+             "memory_kv": (memory_keys[i], memory_values[i])}
+            for i in range(past_keys.size(0))
+        ]  # fmt: skip
+        # the newest token at position P; the cache holds the rest (memory: unused)
+        out = self.model.decode(tokens, None, src_mask, cache, past_keys.size(3))
         logits = out[:, -1] @ self.out_weight + self.out_bias  # (K, V)
         # the reference path kept each layer's weights (record_attention is on)
         cross = [
             m.attn_weights[:, :, -1] for m in self.model.attention_modules()["cross"]
         ]
-        return logits.log_softmax(dim=-1), torch.stack(cross, dim=1)  # (K, L, H, S)
+        # the cache with the newest position added: (L, K, H, P + 1, Dh) each
+        keys = torch.stack([layer["self_kv"][0] for layer in cache])
+        values = torch.stack([layer["self_kv"][1] for layer in cache])
+        return logits.log_softmax(dim=-1), torch.stack(cross, dim=1), keys, values
 
 
 def translator_meta(model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab) -> dict:
@@ -135,11 +167,11 @@ def export_graphs(model: Transformer, out_dir: str | Path) -> dict[str, Path]:
     limit = model.config.max_len if model.config.positional != "none" else 512
     K = torch.export.Dim("K", min=1, max=64)
     S = torch.export.Dim("S", min=1, max=limit)
-    t = torch.export.Dim("t", min=1, max=limit)
+    P = torch.export.Dim("P", min=0, max=limit - 1)
     device = next(model.parameters()).device
     # 2) example inputs longer than 1: export specialises sizes of 0 and 1
     src = torch.tensor([[4, 5, 6, 7]], device=device)  # (1, S)
-    tgt = torch.tensor([[Vocab.BOS, 4, 5], [Vocab.BOS, 6, 7]], device=device)  # (K, t)
+    tokens = torch.tensor([[4], [5]], device=device)  # (K, 1)
     # torch.onnx logs a line per torchvision operator it cannot register; none is used
     onnx_log = logging.getLogger("torch.onnx")
     log_level = onnx_log.level
@@ -148,18 +180,25 @@ def export_graphs(model: Transformer, out_dir: str | Path) -> dict[str, Path]:
         with torch.no_grad(), warnings.catch_warnings():
             # the recorded weights are plain attributes, not buffers; export says so
             warnings.simplefilter("ignore")
-            memory, src_mask = model.encode(src)
-            memory, src_mask = memory.expand(2, -1, -1), src_mask.expand(2, -1, -1, -1)
+            memory_keys, memory_values, src_mask = EncoderGraph(model)(src)
+            L, _, H, _, Dh = memory_keys.shape  # the cache's heads, as the model's
+            past = torch.zeros(L, 2, H, 3, Dh, device=device)  # (L, K, H, P, Dh)
+            kv = (past, past.clone())  # past keys and values: two inputs
+            step_args = (tokens, *kv, memory_keys, memory_values, src_mask)
+            past_dims = {1: K, 3: P}
             graphs = {
                 "encoder": (
                     ENCODER_FILE, EncoderGraph(model), (src,), ["src"],
-                    ["memory", "src_mask"], {"src": {1: S}},
+                    ["memory_keys", "memory_values", "src_mask"], {"src": {1: S}},
                 ),
                 "decoder": (
-                    DECODER_FILE, DecoderStep(model), (tgt, memory, src_mask),
-                    ["tgt", "memory", "src_mask"], ["log_probs", "cross_attention"],
-                    {"tgt": {0: K, 1: t}, "memory": {0: K, 1: S},
-                     "src_mask": {0: K, 3: S}},
+                    DECODER_FILE, DecoderStep(model), step_args,
+                    ["tokens", "past_keys", "past_values", "memory_keys",
+                     "memory_values", "src_mask"],
+                    ["log_probs", "cross_attention", "present_keys", "present_values"],
+                    {"tokens": {0: K}, "past_keys": past_dims,
+                     "past_values": past_dims, "memory_keys": {3: S},
+                     "memory_values": {3: S}, "src_mask": {3: S}},
                 ),
             }  # fmt: skip
             paths = {}
@@ -290,20 +329,40 @@ def _drop_debug_metadata(path: Path) -> None:
     onnx.save(model, str(path))
 
 
-# --- decoding over the graphs: the loops of static/decode.js ---------------------------
+# --- decoding over the graphs: the loops of static/translator.js -------------------
 
 
-def _step(decoder, ys: list[list[int]], memory, src_mask):
-    """log_probs (K, V) and cross-attention (K, L, H, S) of K prefixes."""
-    import numpy as np
+class GraphSession:
+    """One source sentence over the two graphs: the encoder runs once; ``step`` runs
+    the newest token of each live prefix with the KV cache, after moving the cache's
+    rows to the prefixes' parents (``parents[i]``: the row of the previous step that
+    prefix ``i`` extends; None at the first step). The page's ``graphStep``."""
 
-    k = len(ys)
-    feed = {
-        "tgt": np.array(ys, dtype=np.int64),
-        "memory": np.repeat(memory, k, axis=0),
-        "src_mask": np.repeat(src_mask, k, axis=0),
-    }
-    return decoder.run(None, feed)
+    def __init__(self, encoder, decoder, src_ids: list[int]):
+        import numpy as np
+
+        self.decoder = decoder
+        src = {"src": np.array([src_ids], dtype=np.int64)}
+        self.memory_keys, self.memory_values, self.src_mask = encoder.run(None, src)
+        L, _, H, _, Dh = self.memory_keys.shape
+        empty = np.zeros((L, 1, H, 0, Dh), dtype=np.float32)  # no past yet
+        self.past = (empty, empty)
+
+    def step(self, prefixes: list[list[int]], parents: list[int] | None):
+        """log_probs (K, V) and cross-attention (K, L, H, S) of K prefixes."""
+        import numpy as np
+
+        keys, values = self.past
+        if parents is not None:  # each prefix continues its parent's keys and values
+            keys, values = keys[:, parents], values[:, parents]
+        log_probs, cross, keys, values = self.decoder.run(None, {
+            "tokens": np.array([[y[-1]] for y in prefixes], dtype=np.int64),
+            "past_keys": keys, "past_values": values,
+            "memory_keys": self.memory_keys, "memory_values": self.memory_values,
+            "src_mask": self.src_mask,
+        })  # fmt: skip
+        self.past = (keys, values)
+        return log_probs, cross
 
 
 def greedy_onnx(
@@ -314,13 +373,11 @@ def greedy_onnx(
     Returns the output ids (EOS included), each step's log-probabilities (V,) and
     cross-attention (L, H, S).
     """
-    import numpy as np
-
     limit = max_output if max_output is not None else meta["max_output"]
-    memory, src_mask = encoder.run(None, {"src": np.array([src_ids], dtype=np.int64)})
+    session = GraphSession(encoder, decoder, src_ids)
     ys, steps_logp, steps_attn = [meta["bos_id"]], [], []
-    for _ in range(limit):
-        log_probs, cross = _step(decoder, [ys], memory, src_mask)
+    for n in range(limit):
+        log_probs, cross = session.step([ys], None if n == 0 else [0])
         steps_logp.append(torch.from_numpy(log_probs[0]))
         steps_attn.append(torch.from_numpy(cross[0]))
         ys.append(int(log_probs[0].argmax()))
@@ -343,33 +400,31 @@ def beam_onnx(
     length-penalised score, best first."""
     import numpy as np
 
-    memory, src_mask = encoder.run(None, {"src": np.array([src_ids], dtype=np.int64)})
+    session = GraphSession(encoder, decoder, src_ids)
     bos, eos = meta["bos_id"], meta["eos_id"]
-    ys, scores = [[bos]], [0.0]
+    ys, scores, parents = [[bos]], [0.0], None
     finished: list[tuple[list[int], float]] = []
+    best_done, lp_max = -math.inf, length_penalty(max_len, alpha)
     for _ in range(max_len):
-        logp = _step(decoder, ys, memory, src_mask)[0].astype(np.float32)  # (K, V)
+        logp = session.step(ys, parents)[0].astype(np.float32)  # (k, V)
         total = (np.array(scores, dtype=np.float32)[:, None] + logp).ravel()
-        k = min(beam_size, total.size)
-        # the k best, best first; ties by index, as torch.topk on the CPU
-        idx = np.argsort(-total, kind="stable")[:k]
+        # the 2K best, best first; ties by index, as torch.topk on the CPU
+        idx = np.argsort(-total, kind="stable")[: min(2 * beam_size, total.size)]
         keep = []
-        for i in idx:
-            r, tok, s = int(i) // logp.shape[1], int(i) % logp.shape[1], float(total[i])
-            if tok == eos:
+        for i, j in enumerate(idx):
+            r, tok, s = int(j) // logp.shape[1], int(j) % logp.shape[1], float(total[j])
+            if tok == eos and i < beam_size:  # finished, if it made the top K
                 hyp = ys[r][1:] + [tok]
                 finished.append((hyp, s / length_penalty(len(hyp), alpha)))
-            else:
+                best_done = max(best_done, finished[-1][1])
+            elif tok != eos and len(keep) < beam_size:
                 keep.append((r, tok, s))
-        if alpha == 0:
-            best_done = max((s for _, s in finished), default=-math.inf)
-            keep = [kp for kp in keep if kp[2] > best_done]
-        elif len(finished) >= beam_size:
-            break
+        keep = [kp for kp in keep if kp[2] / lp_max > best_done]  # can still win
         if not keep:
             break
         ys = [ys[r] + [tok] for r, tok, _ in keep]
         scores = [s for _, _, s in keep]
+        parents = [r for r, _, _ in keep]
     else:
         finished += [
             (y[1:], s / length_penalty(len(y) - 1, alpha))

@@ -9,9 +9,10 @@
 //
 // The loops below are the package's, written again: greedyDecode is
 // decoding.greedy_decode, beamSearch decoding.beam_search (the paper's length
-// penalty), splitSentences / sentenceProblem / planText tatoeba.split_sentences /
-// sentence_problem and tatoeba_train.plan_text, segment data.segment
-// (browser/onnx_export.py has the same loops in Python, for the tests).
+// penalty), graphStep's cache reordering decoding.reorder_cache, splitSentences /
+// sentenceProblem / planText tatoeba.split_sentences / sentence_problem and
+// tatoeba_train.plan_text, segment data.segment (browser/onnx_export.py has the same
+// loops in Python, for the tests).
 
 const ORT_DIR = "_static/vendor/onnxruntime-web/";
 const ORT_MODULE = "ort.wasm.bundle.min.js";
@@ -203,9 +204,11 @@ function detokenize(tokens) {
 }
 
 // --- decoding over a step function: greedy_decode and beam_search ----------------------
-// step(prefixes) resolves to {logp: Float32Array (K·V), V, attn: Float32Array
+// step(prefixes, parents) resolves to {logp: Float32Array (K·V), V, attn: Float32Array
 // (K·L·H·S), L, H, S}: each prefix's next-token log-probabilities and the newest
-// position's cross-attention.
+// position's cross-attention. parents[i] is the row of the previous call that prefix i
+// extends (null at the first call): a step with a KV cache (graphStep) moves its
+// cached keys and values there and runs only each prefix's newest token.
 
 /** decoding.length_penalty: ((5 + |Y|) / 6) ** α (Wu et al. 2016; the paper: 0.6). */
 export function lengthPenalty(length, alpha) {
@@ -247,7 +250,6 @@ function stepView(out, row, prefix, itos, topK) {
     top: top.map((i) => [itos[i], Math.exp(logp[i])]),
     top_ids: top,
     attn,
-    logp,
   };
 }
 
@@ -256,74 +258,72 @@ export async function greedyDecode(step, { bos, eos, maxLen, itos, topK }) {
   const ys = [bos];
   const steps = [];
   for (let k = 0; k < maxLen; k++) {
-    const out = await step([ys]);
-    const view = stepView(out, 0, ys, itos, topK);
+    const out = await step([ys], k === 0 ? null : [0]);
     let best = 0; // argmax: the first of equal maxima, as torch.argmax
-    for (let i = 1; i < out.V; i++) if (view.logp[i] > view.logp[best]) best = i;
-    delete view.logp;
-    steps.push({ ...view, chosen: itos[best], chosen_id: best });
+    for (let i = 1; i < out.V; i++) if (out.logp[i] > out.logp[best]) best = i;
+    steps.push({ ...stepView(out, 0, ys, itos, topK), chosen: itos[best], chosen_id: best });
     ys.push(best);
     if (best === eos) break;
   }
   return { ids: ys.slice(1), steps };
 }
 
-/** decoding.beam_search, rule for rule: [[ids (EOS included), score]...], best first. */
-export async function beamSearch(step, { bos, eos, beamSize, alpha, maxLen }) {
+/** decoding.beam_search, rule for rule: the 2K best extensions; those among the first
+ * K that end in EOS finish, the first K that do not stay live; a live prefix that can
+ * no longer beat the best finished one is dropped. Returns the finished hypotheses
+ * [[ids (EOS included), score]...], best first, and the steps of the best: each
+ * step's view of the row its prefix had then (the beam's own outputs, no rerun). */
+export async function beamSearch(step, { bos, eos, beamSize, alpha, maxLen, itos, topK }) {
   let ys = [[bos]];
   let scores = [0];
+  let trails = [[]]; // per live prefix: [step output, row] of each of its steps
+  let parents = null;
   const finished = [];
+  const lpMax = lengthPenalty(maxLen, alpha); // the largest penalty an output gets
+  let bestDone = -Infinity;
   let stopped = false;
   for (let n = 0; n < maxLen; n++) {
-    const out = await step(ys);
+    const out = await step(ys, parents);
     const { V } = out;
     const total = new Float32Array(ys.length * V); // float32, as PyTorch adds them
     for (let r = 0; r < ys.length; r++) {
       for (let j = 0; j < V; j++) total[r * V + j] = scores[r] + out.logp[r * V + j];
     }
-    const keep = [];
-    for (const i of topIndices(total, Math.min(beamSize, total.length))) {
+    let keep = [];
+    topIndices(total, Math.min(2 * beamSize, total.length)).forEach((i, rank) => {
       const r = Math.floor(i / V);
       const t = i % V;
       const s = total[i];
-      if (t === eos) {
+      if (t === eos && rank < beamSize) {
         const hyp = [...ys[r].slice(1), t];
-        finished.push([hyp, s / lengthPenalty(hyp.length, alpha)]);
-      } else {
+        const score = s / lengthPenalty(hyp.length, alpha);
+        finished.push([hyp, score, [...trails[r], [out, r]]]);
+        bestDone = Math.max(bestDone, score);
+      } else if (t !== eos && keep.length < beamSize) {
         keep.push([r, t, s]);
       }
-    }
-    let live = keep;
-    if (alpha === 0) {
-      const bestDone = Math.max(-Infinity, ...finished.map((f) => f[1]));
-      live = keep.filter((kp) => kp[2] > bestDone);
-    } else if (finished.length >= beamSize) {
+    });
+    keep = keep.filter((kp) => kp[2] / lpMax > bestDone); // can still win
+    if (!keep.length) {
       stopped = true;
       break;
     }
-    if (!live.length) {
-      stopped = true;
-      break;
-    }
-    ys = live.map(([r, t]) => [...ys[r], t]);
-    scores = live.map((kp) => kp[2]);
+    trails = keep.map(([r]) => [...trails[r], [out, r]]);
+    ys = keep.map(([r, t]) => [...ys[r], t]);
+    scores = keep.map((kp) => kp[2]);
+    parents = keep.map(([r]) => r);
   }
   if (!stopped) {
-    ys.forEach((y, r) => finished.push([y.slice(1), scores[r] / lengthPenalty(y.length - 1, alpha)]));
+    ys.forEach((y, r) => finished.push([y.slice(1), scores[r] / lengthPenalty(y.length - 1, alpha), trails[r]]));
   }
-  return finished.sort((a, b) => b[1] - a[1]);
-}
-
-/** The steps of producing `ids` (EOS included), as translator_widget.forced_steps. */
-export async function forcedSteps(step, ids, { bos, itos, topK }) {
-  const steps = [];
-  for (let j = 0; j < ids.length; j++) {
-    const prefix = [bos, ...ids.slice(0, j)];
-    const view = stepView(await step([prefix]), 0, prefix, itos, topK);
-    delete view.logp;
-    steps.push({ ...view, chosen: itos[ids[j]], chosen_id: ids[j] });
-  }
-  return steps;
+  finished.sort((a, b) => b[1] - a[1]);
+  const [ids, , trail] = finished[0];
+  const steps = trail.map(([out, r], j) => ({
+    ...stepView(out, r, [bos, ...ids.slice(0, j)], itos, topK),
+    chosen: itos[ids[j]],
+    chosen_id: ids[j],
+  }));
+  return { hyps: finished.map(([h, score]) => [h, score]), steps };
 }
 
 // --- the model in the page: onnxruntime-web on the exported graphs ----------------
@@ -387,26 +387,44 @@ function int64(ort, rows) {
   return new ort.Tensor("int64", flat, [rows.length, rows[0].length]);
 }
 
-/** step() over the decoder graph for one encoded source. */
+/** Rows `rows` of a cached (L, K, H, P, Dh) tensor, as a new (L, rows.length, H, P, Dh)
+ * one: each surviving prefix takes its parent's keys or values. */
+function takeRows(ort, t, rows) {
+  const [L, K, H, P, Dh] = t.dims;
+  const block = H * P * Dh; // one row of one layer
+  const out = new Float32Array(L * rows.length * block);
+  for (let l = 0; l < L; l++) {
+    rows.forEach((r, i) => {
+      const from = (l * K + r) * block;
+      out.set(t.data.subarray(from, from + block), (l * rows.length + i) * block);
+    });
+  }
+  return new ort.Tensor("float32", out, [L, rows.length, H, P, Dh]);
+}
+
+/** step() over the decoder graph for one encoded source: the encoder runs once (and
+ * gives every layer's cross-attention keys and values); each step feeds the prefixes'
+ * newest tokens with the self-attention keys and values of their parents. */
 async function graphStep(m, srcIds) {
   const { ort } = m;
-  const { memory, src_mask } = await m.encoder.run({ src: int64(ort, [srcIds]) });
-  const [, S, D] = memory.dims;
-  return async (prefixes) => {
-    const K = prefixes.length;
-    const mem = new Float32Array(K * S * D);
-    const mask = new Uint8Array(K * S);
-    for (let k = 0; k < K; k++) {
-      mem.set(memory.data, k * S * D);
-      mask.set(src_mask.data, k * S);
-    }
+  const enc = await m.encoder.run({ src: int64(ort, [srcIds]) });
+  const [L, , H, S, Dh] = enc.memory_keys.dims;
+  const empty = new ort.Tensor("float32", new Float32Array(0), [L, 1, H, 0, Dh]);
+  let past = [empty, empty]; // keys, values: (L, K, H, P, Dh)
+  return async (prefixes, parents) => {
+    let [keys, values] = past;
+    const same = parents && parents.length === keys.dims[1] && parents.every((r, i) => r === i);
+    if (parents && !same) [keys, values] = [takeRows(ort, keys, parents), takeRows(ort, values, parents)];
     const out = await m.decoder.run({
-      tgt: int64(ort, prefixes),
-      memory: new ort.Tensor("float32", mem, [K, S, D]),
-      src_mask: new ort.Tensor("bool", mask, [K, 1, 1, S]),
+      tokens: int64(ort, prefixes.map((y) => [y[y.length - 1]])),
+      past_keys: keys,
+      past_values: values,
+      memory_keys: enc.memory_keys,
+      memory_values: enc.memory_values,
+      src_mask: enc.src_mask,
     });
+    past = [out.present_keys, out.present_values];
     const [, V] = out.log_probs.dims;
-    const [, L, H] = out.cross_attention.dims;
     return { logp: out.log_probs.data, V, attn: out.cross_attention.data, L, H, S };
   };
 }
@@ -418,9 +436,8 @@ async function decodeOne(m, srcIds, { beam, alpha, maxLen }) {
     const { ids, steps } = await greedyDecode(step, { ...opts, maxLen });
     return { ids, steps };
   }
-  const hyps = await beamSearch(step, { ...opts, beamSize: beam, alpha, maxLen });
-  const ids = hyps[0][0];
-  return { ids, hyps, steps: await forcedSteps(step, ids, opts) };
+  const { hyps, steps } = await beamSearch(step, { ...opts, beamSize: beam, alpha, maxLen });
+  return { ids: hyps[0][0], hyps, steps };
 }
 
 function untilEos(ids, eos) {
