@@ -112,3 +112,17 @@ def test_the_decoding_chosen_on_dev_is_the_default_everywhere():
                   if r["p_value_against_best"] >= sweep["noise_p"])  # fmt: skip
     assert chosen == (narrow["beam"], narrow["alpha"])
     assert narrow["bleu"] <= max(r["bleu"] for r in sweep["dev"])
+
+
+def test_the_int8_record_scores_the_shipped_model():
+    """scripts/score_onnx.py's record (chapter 12b's int8 figures) was made from the
+    shipped model: the commit it names is the model's, and its PyTorch scores are the
+    model's recorded test scores (the same outputs, so the same BLEU)."""
+    meta = json.loads(shipped_model_path().with_suffix(".json").read_text())
+    int8 = read_record(f"{STEM}.int8.json")
+    assert int8["trained_at"] == meta["commit"], "re-run scripts/score_onnx.py"
+    for row in int8["decodings"]:
+        assert row["pairs"] == recorded("test", row["beam"], row["alpha"])["pairs"]
+        assert row["torch"]["bleu"]["score"] == pytest.approx(
+            recorded("test", row["beam"], row["alpha"])["bleu"]["score"], abs=0.01
+        ), row["name"]
