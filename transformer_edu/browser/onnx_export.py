@@ -14,9 +14,10 @@ for the tests: over float32 graphs they equal ``decoding.greedy_decode`` and
 ``decoding.beam_search``.
 
 - The toy model (chapter 10): ``export_onnx``, float32, its vocabularies and lexicon.
-- The shipped Tatoeba model (chapter 12): ``export_tatoeba``, weights quantised to int8
-  with onnxruntime's quantisers (``quantize_int8``) and the SentencePiece vocabulary
-  for ``static/spm.js``.
+- The shipped Tatoeba model (chapter 12): ``export_tatoeba``, weights stored as int8
+  (``quantize_int8``: the matrices dequantised once when the page loads them, the
+  embedding tables by onnxruntime's quantiser) and the SentencePiece vocabulary for
+  ``static/spm.js``.
 """
 
 from __future__ import annotations
@@ -241,9 +242,9 @@ INT8_BLOCK = 128  # weights per scale along a matrix's input dimension
 
 def quantize_int8(path: Path) -> Path:
     """Rewrite the graph at ``path`` with int8 weights, in place: every matrix of a
-    MatMul as 8-bit blocks of ``INT8_BLOCK`` weights with a scale each (onnxruntime's
-    ``MatMulNBitsQuantizer``, weight-only: the product is computed in float32), and
-    the embedding tables of the Gathers as int8 (``quantize_dynamic``).
+    MatMul as 8-bit blocks of ``INT8_BLOCK`` weights with a scale each
+    (``int8_weights_fp32_product``: dequantised once, when the session loads), and the
+    embedding tables of the Gathers as int8 (onnxruntime's ``quantize_dynamic``).
 
     Weight-only, measured: ``quantize_dynamic`` on the MatMuls also quantises their
     inputs to 8 bits at run time, and onnxruntime on x86 and onnxruntime-web (WASM)
@@ -252,7 +253,6 @@ def quantize_int8(path: Path) -> Path:
     rounds one way in one runtime and the other way in the other. Weight-only, they
     agree to 2e-6, at about the same size."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
-    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
     plain = path.with_suffix(".fp32.onnx")
     path.replace(plain)
@@ -260,10 +260,7 @@ def quantize_int8(path: Path) -> Path:
     level = root_log.level
     root_log.setLevel(logging.ERROR)
     try:
-        matmuls = MatMulNBitsQuantizer(str(plain), bits=8, block_size=INT8_BLOCK,
-                                       is_symmetric=True, op_types_to_quantize=("MatMul",))  # fmt: skip
-        matmuls.process()
-        matmuls.model.save_model_to_file(str(plain), False)
+        int8_weights_fp32_product(plain)
         quantize_dynamic(str(plain), str(path), weight_type=QuantType.QInt8,
                          op_types_to_quantize=["Gather"])  # fmt: skip
     finally:
@@ -271,6 +268,56 @@ def quantize_int8(path: Path) -> Path:
         plain.unlink(missing_ok=True)
     _drop_debug_metadata(path)
     return path
+
+
+def int8_weights_fp32_product(path: Path) -> None:
+    """Rewrite, in place, each MatMul whose matrix is a weight (K, N) as int8 blocks
+    of ``INT8_BLOCK`` rows with a float32 scale each (symmetric: scale = the block's
+    largest |w| / 127), and the float32 matrix rebuilt from them by Cast, Mul and
+    Reshape. Those three nodes have only constant inputs, so onnxruntime's constant
+    folding computes them once, when the session is created: the file holds one byte
+    a weight, and every step multiplies in float32 as the unquantised graph does.
+
+    Departs from onnxruntime's ``MatMulNBitsQuantizer`` (weight-only too, the same
+    blocks), measured: its MatMulNBits dequantises the 8-bit weights at every call,
+    9.3 ms a decoder step against 2.2 ms this way (onnxruntime 1.32, one thread, a
+    prefix of 10, x86 with AVX-512: ``scripts/profile_onnx_step.py``); the page's
+    decoding time is mostly those steps."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    model = onnx.load(str(path))
+    graph = model.graph
+    weights = {w.name: w for w in graph.initializer}
+    nodes = []
+    for node in graph.node:
+        name = node.input[1] if node.op_type == "MatMul" else None
+        if name in weights:
+            w = numpy_helper.to_array(weights[name])
+            if w.ndim == 2 and w.shape[0] % INT8_BLOCK == 0:
+                k, n = w.shape
+                blocks = w.reshape(k // INT8_BLOCK, INT8_BLOCK, n)
+                scale = np.abs(blocks).max(axis=1, keepdims=True) / 127.0
+                scale = np.where(scale > 0, scale, 1.0).astype(np.float32)
+                q = np.clip(np.rint(blocks / scale), -127, 127).astype(np.int8)
+                graph.initializer.remove(weights.pop(name))
+                graph.initializer.extend([
+                    numpy_helper.from_array(q, f"{name}_int8"),
+                    numpy_helper.from_array(scale, f"{name}_scale"),
+                    numpy_helper.from_array(np.array([k, n], np.int64), f"{name}_shape"),
+                ])  # fmt: skip
+                nodes += [
+                    helper.make_node("Cast", [f"{name}_int8"], [f"{name}_float"],
+                                     to=TensorProto.FLOAT),  # fmt: skip
+                    helper.make_node("Mul", [f"{name}_float", f"{name}_scale"],
+                                     [f"{name}_blocks"]),  # fmt: skip
+                    helper.make_node("Reshape", [f"{name}_blocks", f"{name}_shape"], [name]),
+                ]
+        nodes.append(node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    onnx.save(model, str(path))
 
 
 def tatoeba_meta(model: Transformer, spm_file: str = SPM_FILE) -> dict:
