@@ -5,6 +5,7 @@ model's int8 export, and the CLI's bad inputs."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -161,12 +162,25 @@ def test_the_tatoeba_model_exports_to_int8_graphs_that_translate(tatoeba_exporte
         ops = {n.op_type for n in proto.graph.node}
         # weight-only int8: 8-bit MatMul weights, int8 embedding tables; no run-time
         # quantisation of activations (which the page and Python round differently)
-        assert {"MatMulNBits", "DequantizeLinear"} <= ops, ops
-        assert not ops & {"DynamicQuantizeLinear", "MatMulInteger"}, ops
-        weights = {i.name for i in proto.graph.initializer}
+        assert "DequantizeLinear" in ops, ops  # the embedding tables'
+        assert not ops & {"DynamicQuantizeLinear", "MatMulInteger", "MatMulNBits"}, ops
+        sizes = {i.name: (i.data_type, math.prod(i.dims)) for i in proto.graph.initializer}
         plain = [n.name for n in proto.graph.node
-                 if n.op_type in ("MatMul", "Gemm") and set(n.input) & weights]  # fmt: skip
-        assert not plain, plain  # every weight matrix quantised
+                 if n.op_type in ("MatMul", "Gemm") and set(n.input) & set(sizes)]  # fmt: skip
+        assert not plain, plain  # every weight matrix stored as int8 blocks
+        bytes_1 = sum(n for t, n in sizes.values() if t == onnx.TensorProto.INT8)
+        floats = sum(n for t, n in sizes.values() if t == onnx.TensorProto.FLOAT)
+        assert floats < 0.05 * bytes_1, (floats, bytes_1)  # scales, biases, norms
+        # the session dequantises the matrices once, when it loads them: in its
+        # optimised graph no node computes on an int8 matrix but the embedding lookup
+        opts = ort.SessionOptions()
+        opts.optimized_model_filepath = str(out / f"{name}.optimised")
+        ort.InferenceSession(str(out / name), opts)
+        optimised = onnx.load(opts.optimized_model_filepath)
+        int8 = {i.name for i in optimised.graph.initializer
+                if i.data_type == onnx.TensorProto.INT8}  # fmt: skip
+        at_run_time = {n.op_type for n in optimised.graph.node if set(n.input) & int8}
+        assert at_run_time <= {"Gather", "DequantizeLinear"}, at_run_time
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     enc = ort.InferenceSession(str(out / ENCODER_FILE), opts)
