@@ -39,7 +39,9 @@ def feeds(sess, beam: int, prefix: int, source: int) -> dict:
     out = {}
     for i in sess.get_inputs():
         shape = [d if isinstance(d, int) else shapes[d] for d in i.shape]
-        dtype = {"tensor(int64)": np.int64, "tensor(bool)": bool}.get(i.type, np.float32)
+        dtype = {"tensor(int64)": np.int64, "tensor(bool)": bool}.get(
+            i.type, np.float32
+        )
         out[i.name] = (np.ones(shape, dtype) if dtype is not np.float32
                        else np.zeros(shape, np.float32))  # fmt: skip
     return out

@@ -451,7 +451,9 @@ def test_each_glued_word_has_its_japanese_twin(book, page):
 # --- English pasted into Japanese sentences -------------------------------------------
 
 # a word may hold digits (bf16, int8: names, skipped below as names are)
-ENGLISH_RUN = re.compile(r"[A-Za-z][A-Za-z0-9'’-]*(?:[ \u00a0]+[A-Za-z][A-Za-z0-9'’-]*)+")
+ENGLISH_RUN = re.compile(
+    r"[A-Za-z][A-Za-z0-9'’-]*(?:[ \u00a0]+[A-Za-z][A-Za-z0-9'’-]*)+"
+)
 QUOTED = re.compile(r'"[^"]*"|“[^”]*”|「[^」]*」|『[^』]*』')
 # an English gloss in brackets: after a term, or spelling out an abbreviation
 # (⟨bos⟩（beginning of sentence、文頭）); book/ja_style.py checks where glosses stand
@@ -488,7 +490,9 @@ def test_the_english_run_check_can_fail():
         "</main>"
     )
     assert english_runs(html) == [
-        "the checkpoint with the best dev BLEU", "N and M", "int8 graphs"
+        "the checkpoint with the best dev BLEU",
+        "N and M",
+        "int8 graphs",
     ]
 
 

@@ -164,7 +164,9 @@ def test_the_tatoeba_model_exports_to_int8_graphs_that_translate(tatoeba_exporte
         # quantisation of activations (which the page and Python round differently)
         assert "DequantizeLinear" in ops, ops  # the embedding tables'
         assert not ops & {"DynamicQuantizeLinear", "MatMulInteger", "MatMulNBits"}, ops
-        sizes = {i.name: (i.data_type, math.prod(i.dims)) for i in proto.graph.initializer}
+        sizes = {
+            i.name: (i.data_type, math.prod(i.dims)) for i in proto.graph.initializer
+        }
         plain = [n.name for n in proto.graph.node
                  if n.op_type in ("MatMul", "Gemm") and set(n.input) & set(sizes)]  # fmt: skip
         assert not plain, plain  # every weight matrix stored as int8 blocks

@@ -308,11 +308,18 @@ def int8_weights_fp32_product(path: Path) -> None:
                     numpy_helper.from_array(np.array([k, n], np.int64), f"{name}_shape"),
                 ])  # fmt: skip
                 nodes += [
-                    helper.make_node("Cast", [f"{name}_int8"], [f"{name}_float"],
-                                     to=TensorProto.FLOAT),  # fmt: skip
-                    helper.make_node("Mul", [f"{name}_float", f"{name}_scale"],
-                                     [f"{name}_blocks"]),  # fmt: skip
-                    helper.make_node("Reshape", [f"{name}_blocks", f"{name}_shape"], [name]),
+                    helper.make_node(
+                        "Cast",
+                        [f"{name}_int8"],
+                        [f"{name}_float"],
+                        to=TensorProto.FLOAT,
+                    ),  # fmt: skip
+                    helper.make_node(
+                        "Mul", [f"{name}_float", f"{name}_scale"], [f"{name}_blocks"]
+                    ),  # fmt: skip
+                    helper.make_node(
+                        "Reshape", [f"{name}_blocks", f"{name}_shape"], [name]
+                    ),
                 ]
         nodes.append(node)
     del graph.node[:]
