@@ -23,9 +23,8 @@ run, on both cores: pytest-xdist's ``-n 2 --dist loadscope``.
   ~300 s stall once seen when the build ran beside nbval.
 - Scheduling (``loadscope``): every test keeps to its module's worker, so an nbval
   notebook's cells run in order in one kernel (``loadgroup`` with a group per
-  notebook split them); the tests of the two largest book modules (``ONE_BY_ONE``)
-  are handed out one by one, so that both workers end together. The notebooks, the
-  longest modules, come first; the book tests last. `make test` passes ``--no-loadscope-reorder``: by default xdist hands
+  notebook split them). The notebooks, the longest modules, come first; the book
+  tests last. `make test` passes ``--no-loadscope-reorder``: by default xdist hands
   out the modules with the most tests first, whatever this order says, and the book
   tests, started at once, built the book beside nbval (executing every chapter twice).
 """
@@ -232,28 +231,6 @@ def pytest_configure(config: pytest.Config) -> None:
         build = config.stash[_build_key] = _start_build()
         threading.Thread(target=_record_when_done, args=(build,), daemon=True).start()
         os.environ[EARLY_BUILD_ENV] = "1"  # the workers start after this
-
-
-# the book test modules whose tests xdist may hand out one by one: each opens its own
-# browser tab (test_accessibility.py's one module takes a quarter of the run; as one
-# scope it kept one worker busy long after the other had finished)
-ONE_BY_ONE = ("tests/test_accessibility.py::", "tests/test_book.py::")
-
-
-def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """``--dist loadscope`` as xdist does it, except that each test of ONE_BY_ONE is
-    a scope of its own (module-scoped fixtures are set up once per worker)."""
-    if config.getoption("dist") != "loadscope":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class Scheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            if nodeid.startswith(ONE_BY_ONE):
-                return nodeid
-            return super()._split_scope(nodeid)
-
-    return Scheduling(config, log)
 
 
 def pytest_collection_modifyitems(
