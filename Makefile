@@ -60,11 +60,11 @@ translations: $(STAMP) $(NPM_STAMP)
 # pytest-xdist workers (each test module and each notebook kept to one worker, in
 # tests/conftest.py's order: --no-loadscope-reorder, else xdist runs the modules with
 # the most tests first, the book tests among them, and the build executes the chapters); the
-# book tests come last, and the first starts the book build once the other worker has
-# no other test left (tests/conftest.py): the build then executes two notebooks at a
-# time (book/build.py), one per core. Not --book-early (the build at once, beside both
-# workers): three busy processes on two cores once broke ch. 1's and ch. 10's timing
-# asserts. The whole run's time from a fresh clone: README. The other student editions are
+# book tests come last, and the first starts the book build once no worker still runs
+# a notebook (tests/conftest.py): the build executes none (or, after a chapter failed,
+# two notebooks at a time, book/build.py) while the other worker's unit tests go on.
+# Not --book-early (the build at once, beside both workers): three busy processes on two
+# cores once broke ch. 1's and ch. 10's timing asserts. The whole run's time from a fresh clone: README. The other student editions are
 # their chapters minus solution cells that no kept cell depends on
 # (tests/test_student_runs.py), so they run whenever their chapter runs; executing
 # them again would add minutes.
