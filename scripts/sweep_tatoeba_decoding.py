@@ -28,7 +28,7 @@ import torch
 
 from transformer_edu.metrics import bleu, chrf, length_ratio, paired_bootstrap
 from transformer_edu.tatoeba import load_tatoeba
-from transformer_edu.tatoeba_analysis import decoding_name
+from transformer_edu.tatoeba_analysis import decoding_name, narrowest_within_noise
 from transformer_edu.tatoeba_recipe import describe_machine
 from transformer_edu.tatoeba_train import (
     load_tatoeba_checkpoint,
@@ -108,7 +108,7 @@ def main() -> int:
         else:
             p_value = 1.0
         rivals.append({**top, "p_value_against_best": round(p_value, 4)})
-    narrow = next(r for r in rivals if r["p_value_against_best"] >= NOISE_P)
+    narrow = narrowest_within_noise(rivals, NOISE_P)
     if best is not greedy and narrow["bleu"] > greedy["bleu"]:
         best = {k: v for k, v in narrow.items() if k != "p_value_against_best"}
     # greedy wins: it is the default, and α is the best beam's (for --beam K alone)

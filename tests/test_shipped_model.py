@@ -12,7 +12,11 @@ import pytest
 from transformer_edu.__main__ import build_parser
 from transformer_edu.metrics import bleu, chrf
 from transformer_edu.tatoeba import load_tatoeba
-from transformer_edu.tatoeba_analysis import decoding_name, read_record
+from transformer_edu.tatoeba_analysis import (
+    decoding_name,
+    narrowest_within_noise,
+    read_record,
+)
 from transformer_edu.tatoeba_train import (
     DEFAULT_ALPHA,
     DEFAULT_BEAM,
@@ -108,8 +112,7 @@ def test_the_decoding_chosen_on_dev_is_the_default_everywhere():
     scores = json.loads(RECORD.read_text())
     assert scores["chosen"]["name"] == decoding_name(*chosen)
     # the rule: the best dev BLEU, or the narrowest beam a paired test can't tell from it
-    narrow = next(r for r in sweep["narrowest_within_noise"]
-                  if r["p_value_against_best"] >= sweep["noise_p"])  # fmt: skip
+    narrow = narrowest_within_noise(sweep["narrowest_within_noise"], sweep["noise_p"])
     assert chosen == (narrow["beam"], narrow["alpha"])
     assert narrow["bleu"] <= max(r["bleu"] for r in sweep["dev"])
 

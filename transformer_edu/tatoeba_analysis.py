@@ -55,6 +55,14 @@ def decoding_name(beam: int, alpha: float) -> str:
     return "greedy" if beam == 1 else f"beam {beam}, α {alpha:g}"
 
 
+def narrowest_within_noise(rivals: Sequence[dict], noise_p: float) -> dict:
+    """The second step of the rule that chose the default decoding on dev
+    (scripts/sweep_tatoeba_decoding.py): of each beam's best setting, narrowest beam
+    first, each with its paired test's p-value against the best dev BLEU, the first
+    that the test cannot tell from the best (p >= ``noise_p``)."""
+    return next(r for r in rivals if r["p_value_against_best"] >= noise_p)
+
+
 def read_record(name: str) -> dict:
     """A record that ships in ``transformer_edu/models/`` (JSON), e.g.
     ``read_record("tatoeba_ja_en.scores.json")``."""
