@@ -75,9 +75,9 @@ def main(argv: list[str] | None = None) -> int:
                 s.run(None, inputs[f])
             times[f].append((time.perf_counter() - t0) / per_round * 1e3)
     first = args.folders[0]
+    median = {f: sorted(t)[len(t) // 2] for f, t in times.items()}
     for f in args.folders:
-        ms = sorted(times[f])[len(times[f]) // 2]
-        ratio = ms / sorted(times[first])[len(times[first]) // 2]
+        ms, ratio = median[f], median[f] / median[first]
         print(f"{f}: {ms:.2f} ms a step (median of {args.rounds} rounds of {per_round}; "
               f"beam {args.beam}, prefix {args.prefix}, source {args.source}), "
               f"{ratio:.2f} of {first.name or first}'s")  # fmt: skip

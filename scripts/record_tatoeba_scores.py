@@ -119,16 +119,24 @@ def failures(outputs: dict, pairs: dict) -> dict:
     return out
 
 
-def leak(records: dict, pairs: dict) -> dict:
+def leaked_and_fair(previous: dict) -> dict[str, list[int]]:
+    """The test pairs (their indices) whose reference occurs in the previous model's
+    training English (the previous split's leak: "seen"), and the rest ("unseen"),
+    whose reference neither model trained on."""
+    seen = set(previous["splits"]["test"]["en_in_train"])
+    every = range(len(previous["splits"]["test"]["ids"]))
+    return {"seen": [i for i in every if i in seen],
+            "unseen": [i for i in every if i not in seen]}  # fmt: skip
+
+
+def leak(records: dict, pairs: dict, parts_of: dict[str, list[int]]) -> dict:
     """Test scores of each model on the pairs whose reference occurs in the previous
     model's training English (the previous split's leak), and on the rest."""
-    seen = set(records["previous"]["splits"]["test"]["en_in_train"])
     out: dict = {}
     for who, rec in records.items():
         for d in rec["decodings"]:
             parts = {}
-            for name, keep in (("seen", True), ("unseen", False)):
-                idx = [i for i in range(len(pairs["test"])) if (i in seen) == keep]
+            for name, idx in parts_of.items():
                 parts[name] = score_row([d["test"][i] for i in idx],
                                         [pairs["test"][i].en for i in idx])  # fmt: skip
             out.setdefault(d["name"], {})[who] = parts
@@ -182,11 +190,11 @@ def main() -> int:
             "test_en_in_train": len(prev["splits"]["test"]["en_in_train"]),
             "dev_en_in_train": len(prev["splits"]["dev"]["en_in_train"]),
         }
-        out["leak"] = leak(records, pairs)
+        parts_of = leaked_and_fair(prev)
+        out["leak"] = leak(records, pairs, parts_of)
         # and on the test pairs whose reference neither model had among its training
         # English (the previous split's leak left out): the fair comparison
-        seen = set(prev["splits"]["test"]["en_in_train"])
-        fair = [i for i in range(len(refs["test"])) if i not in seen]
+        fair = parts_of["unseen"]
         for d in prev["decodings"]:
             if d["name"] in by_name:
                 out["paired"].append(paired_row(

@@ -68,6 +68,7 @@ CHROMIUM_FLAGS = [
 ]
 
 _build_key = pytest.StashKey["BookBuild"]()
+_phase_key = pytest.StashKey[str]()  # what this worker last wrote (_set_phase)
 
 
 @dataclass
@@ -193,8 +194,9 @@ def _set_phase(config: pytest.Config, phase: str) -> None:
     """Say what this xdist worker is doing: "notebooks" (from its start until its
     first test that is no notebook), "tests" (others than the book's), "book" (it has
     reached the book tests, which come last) or "done"."""
-    if not _is_xdist_worker(config):
-        return
+    if not _is_xdist_worker(config) or config.stash.get(_phase_key, None) == phase:
+        return  # (a test's setup calls this: the file is written on a change only)
+    config.stash[_phase_key] = phase
     WORKERS_DIR.mkdir(parents=True, exist_ok=True)
     (WORKERS_DIR / config.workerinput["workerid"]).write_text(phase)
 

@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 from test_book import (  # tests/ is on sys.path (pytest's rootdir-relative imports)
     HTML_DIR,
+    MODEL_PAGES,
     PAGES,
     PICTURE_JS,
     RENDERED_JS,
@@ -52,8 +53,6 @@ PAGE_FILES = [
     for page in PAGES
 ]
 BLOCKING = ("serious", "critical")  # axe's impacts that fail a page
-# the pages whose widgets run a model in the page (each must have widget inputs)
-MODEL_PAGES = ("10_decoding_and_attention", "12_real_japanese", "13_where_it_led")
 
 AXE_RUN_JS = """async (blocking) => {
   const result = await axe.run(document, {resultTypes: ["violations"]});

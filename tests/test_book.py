@@ -569,6 +569,8 @@ def _page_id(page: str) -> str:
 
 # every page of both editions: the Japanese one at ja/ (book/i18n.py)
 EDITION_PAGES = [*PAGES, *(f"ja/{p}" for p in PAGES)]
+# the chapters whose widgets run a model in the page (each must have widget inputs)
+MODEL_PAGES = ("10_decoding_and_attention", "12_real_japanese", "13_where_it_led")
 
 
 @pytest.mark.parametrize("page", EDITION_PAGES, ids=_page_id)
@@ -647,8 +649,6 @@ def test_page_renders_offline_in_chromium(book, browser, page):
 def test_the_model_pages_show_widgets(book):
     """The pages whose widgets run a model in the page show widgets in both editions
     (tests/test_accessibility.py works every widget input of every page, served)."""
-    from test_accessibility import MODEL_PAGES
-
     views = "application/vnd.jupyter.widget-view+json"
     for page in (f"{e}chapters/{c}" for e in ("", "ja/") for c in MODEL_PAGES):
         assert views in (HTML_DIR / f"{page}.html").read_text(encoding="utf8"), page

@@ -14,13 +14,11 @@ import re
 from pathlib import Path
 
 import pytest
-from sync_colab import toc_files  # book/ is on pythonpath
 
 pytestmark = pytest.mark.book
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML_DIR = ROOT / "_build" / "html"
-PAGES = toc_files(ROOT)
 # kana, CJK ideographs (Ext. A, the main block, and Ext. B and beyond, where rare
 # characters such as 𩸽 live): each must be drawn by a font with Japanese glyphs
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\U00020000-\U0002ffff]")

@@ -170,9 +170,9 @@ def test_the_tatoeba_model_exports_to_int8_graphs_that_translate(tatoeba_exporte
         plain = [n.name for n in proto.graph.node
                  if n.op_type in ("MatMul", "Gemm") and set(n.input) & set(sizes)]  # fmt: skip
         assert not plain, plain  # every weight matrix stored as int8 blocks
-        bytes_1 = sum(n for t, n in sizes.values() if t == onnx.TensorProto.INT8)
+        int8s = sum(n for t, n in sizes.values() if t == onnx.TensorProto.INT8)
         floats = sum(n for t, n in sizes.values() if t == onnx.TensorProto.FLOAT)
-        assert floats < 0.05 * bytes_1, (floats, bytes_1)  # scales, biases, norms
+        assert floats < 0.05 * int8s, (floats, int8s)  # scales, biases, norms
         # the session dequantises the matrices once, when it loads them: in its
         # optimised graph no node computes on an int8 matrix but the embedding lookup
         opts = ort.SessionOptions()

@@ -316,10 +316,10 @@ def int8_weights_fp32_product(path: Path) -> None:
                         [f"{name}_int8"],
                         [f"{name}_float"],
                         to=TensorProto.FLOAT,
-                    ),  # fmt: skip
+                    ),
                     helper.make_node(
                         "Mul", [f"{name}_float", f"{name}_scale"], [f"{name}_blocks"]
-                    ),  # fmt: skip
+                    ),
                     helper.make_node(
                         "Reshape", [f"{name}_blocks", f"{name}_shape"], [name]
                     ),
