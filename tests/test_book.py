@@ -1,8 +1,9 @@
-"""The built book: a clean build, no remote resources, and every page rendered
-offline in headless Chromium (plotly figures drawn, math typeset, widgets shown).
+"""The built book: a clean build, no remote resources, and the checks that
+tests/test_pages.py runs on every page in headless Chromium: rendered offline
+(plotly figures drawn, math typeset, widgets shown) and every figure's and widget's
+control moved with the mouse.
 
-The build runs once per session (``book`` fixture, tests/conftest.py). Screenshots
-of every page land in ``_build/screenshots/``.
+The build runs once per session (``book`` fixture, tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -14,13 +15,11 @@ from pathlib import Path
 
 import pytest
 from sync_colab import colab_link, repository, toc_files  # book/ is on pythonpath
-from test_book_fonts import undrawn_japanese  # tests/ is on sys.path
 
 pytestmark = pytest.mark.book
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML_DIR = ROOT / "_build" / "html"
-SCREENSHOTS = ROOT / "_build" / "screenshots"
 
 PAGES = toc_files(ROOT)  # root first, then every file of _toc.yml, without suffix
 # Sphinx's own format: "path:line: WARNING: message" / "ERROR: ..." (a kernel's
@@ -563,92 +562,13 @@ def _exercise_controls(tab, widgets: bool = True) -> list[str]:
     return problems
 
 
-def _page_id(page: str) -> str:
-    return page.replace("/", "_")
-
-
-# every page of both editions: the Japanese one at ja/ (book/i18n.py)
-EDITION_PAGES = [*PAGES, *(f"ja/{p}" for p in PAGES)]
 # the chapters whose widgets run a model in the page (each must have widget inputs)
 MODEL_PAGES = ("10_decoding_and_attention", "12_real_japanese", "13_where_it_led")
 
 
-@pytest.mark.parametrize("page", EDITION_PAGES, ids=_page_id)
-def test_page_renders_offline_in_chromium(book, browser, page):
-    html_file = HTML_DIR / f"{page}.html"
-    assert html_file.exists(), f"{html_file} was not built"
-    tab = browser.new_page(viewport={"width": 1280, "height": 900})
-    errors: list[str] = []
-    blocked: list[str] = []
-    failed: list[str] = []
-    tab.on("console", lambda m: m.type == "error" and errors.append(m.text))
-    tab.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
-    tab.on("requestfailed", lambda r: failed.append(f"{r.url} ({r.failure})"))
-
-    def only_files(route):
-        if route.request.url.startswith(("file:", "data:", "blob:")):
-            route.continue_()
-        else:
-            blocked.append(route.request.url)
-            route.abort()
-
-    tab.route("**/*", only_files)
-    try:
-        tab.goto(html_file.as_uri(), wait_until="load")
-        tab.evaluate(SETTLE_JS)
-        try:
-            tab.wait_for_function(RENDERED_JS, timeout=20_000)
-        except Exception:  # measured and reported below
-            pass
-        tab.evaluate(SETTLE_JS)  # fonts first used by the figures
-        tab.wait_for_timeout(300)
-        m = tab.evaluate(MEASURE_JS)
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)  # JPEG: half PNG's time
-        tab.screenshot(path=str(SCREENSHOTS / f"{_page_id(page)}.jpg"), full_page=True,
-                       type="jpeg", quality=80)  # fmt: skip
-        # from a file, the figures' controls with the mouse; the widgets' (some fetch
-        # a model, which a browser refuses from file://) in
-        # tests/test_accessibility.py, served. The Japanese pages' figures are the same
-        # figures, their words translated: tests/test_accessibility.py works every
-        # control of every page of both editions by keyboard
-        english = not page.startswith("ja/")
-        problems = (
-            _exercise_controls(tab, False) if m["figs"] == m["plots"] and english
-            else []
-        )  # fmt: skip
-        if english:  # the Japanese in an English page: examples, figures, formulas
-            undrawn = undrawn_japanese(tab)
-            if undrawn:
-                problems.append(f"{len(undrawn)} Japanese text nodes drawn without a "
-                                f"Japanese font: {undrawn[:8]}")  # fmt: skip
-    finally:
-        tab.close()
-
-    if m["figs"] != m["plots"]:
-        problems.append(f"plotly: {m['plots']} of {m['figs']} figures rendered")
-    if page.removeprefix("ja/").startswith("chapters/") and m["figs"] == 0:
-        problems.append("plotly: a chapter page with no plotly figure")
-    if m["typeset"] != m["maths"]:
-        problems.append(f"math: {m['typeset']} of {m['maths']} formulas typeset")
-    if m["raw"]:
-        problems.append(f"math: raw TeX left in the text: {m['raw'][:5]}")
-    if m["widgets"] != m["views"]:
-        problems.append(f"widgets: {m['widgets']} of {m['views']} rendered")
-    if m["cjk"] and not m["cjkFont"]:
-        problems.append("Japanese text on the page but IPAexGothic did not load")
-    if errors:
-        problems.append(f"console errors: {errors}")
-    file_failures = [f for f in failed if f.startswith("file:")]
-    if file_failures:
-        problems.append(f"local files that failed to load: {file_failures}")
-    if blocked:
-        problems.append(f"{len(blocked)} requests to other hosts (blocked): {blocked}")
-    assert not problems, f"{page}: " + "; ".join(problems)
-
-
 def test_the_model_pages_show_widgets(book):
     """The pages whose widgets run a model in the page show widgets in both editions
-    (tests/test_accessibility.py works every widget input of every page, served)."""
+    (tests/test_pages.py works every widget input of every page)."""
     views = "application/vnd.jupyter.widget-view+json"
     for page in (f"{e}chapters/{c}" for e in ("", "ja/") for c in MODEL_PAGES):
         assert views in (HTML_DIR / f"{page}.html").read_text(encoding="utf8"), page

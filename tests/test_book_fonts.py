@@ -4,8 +4,8 @@ and the sidebar showed empty boxes. So for every Japanese text node on a page
 (prose, sidebar, formulas, plotly's SVG labels, widgets) `undrawn_japanese` asks
 Chromium, through the DevTools protocol, which fonts it drew the node's glyphs with,
 and reports the nodes none of whose fonts has Japanese glyphs.
-tests/test_book.py's `test_page_renders_offline_in_chromium` asks it of every English
-page, in the tab it has open (one page load for both); this module shows it can fail.
+tests/test_pages.py asks it of every English page, in the tab it has open for the
+page's other checks (one page load for all); this module shows it can fail.
 """
 
 from __future__ import annotations

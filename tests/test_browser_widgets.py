@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import SCREENSHOTS
-from test_book import HTML_DIR, SETTLE_JS  # tests/ is on sys.path
+from test_book import HTML_DIR, MEASURE_JS, RENDERED_JS, SETTLE_JS  # tests/ on sys.path
 
 from transformer_edu.browser.onnx_export import GraphSession, beam_onnx, greedy_onnx
 
@@ -376,10 +376,16 @@ def test_a_widget_opened_from_a_file_says_how_to_serve_the_book(
             arg=sel, timeout=60_000,
         )  # fmt: skip
         status = tab.inner_text(f"{sel} .tedu-status")
+        # what needs no model works from the file: figures drawn, formulas typeset
+        # (tests/test_pages.py checks these pages served, the others from their files)
+        tab.evaluate(SETTLE_JS)
+        tab.wait_for_function(RENDERED_JS, timeout=20_000)
+        m = tab.evaluate(MEASURE_JS)
     finally:
         tab.close()
     assert "python -m http.server -d _build/html" in status and "\n" not in status
     assert not errors, errors
+    assert m["figs"] and m["plots"] == m["figs"] and m["typeset"] == m["maths"], m
 
 
 def test_only_the_model_pages_name_the_runtime(book):
