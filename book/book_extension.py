@@ -165,13 +165,19 @@ def _reset_stale_cache(app, config) -> None:
     )
     key_file = cache.parent / CACHE_KEY_FILE
     digest = package_digest()
-    if key_file.exists() and key_file.read_text().strip() == digest:
-        return
-    if cache.exists():
-        print(f"[book_extension] transformer_edu changed: emptying {cache}")
-        shutil.rmtree(cache)
-    key_file.parent.mkdir(parents=True, exist_ok=True)
-    key_file.write_text(digest + "\n")
+    if not (key_file.exists() and key_file.read_text().strip() == digest):
+        if cache.exists():
+            print(f"[book_extension] transformer_edu changed: emptying {cache}")
+            shutil.rmtree(cache)
+        key_file.parent.mkdir(parents=True, exist_ok=True)
+        key_file.write_text(digest + "\n")
+    # the cache's database made here, before Sphinx's parallel read: two readers that
+    # both found none both created its tables, and the second failed ("table settings
+    # already exists"), which failed `make book` after any change to the package
+    from jupyter_cache.cache.db import create_db
+
+    cache.mkdir(parents=True, exist_ok=True)
+    create_db(cache).dispose()
 
 
 def export_translator(static_dir: Path) -> Path:

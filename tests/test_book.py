@@ -148,6 +148,31 @@ def _remote_references(html: str) -> list[str]:
     return found
 
 
+def test_a_stale_execution_cache_is_emptied_and_its_database_made_at_once(tmp_path):
+    """When the package changed, the build empties its execution cache and makes the
+    cache's database at once, in its own process, before Sphinx's parallel read: two
+    readers that each found no database both made its tables, and one failed ("table
+    settings already exists"), failing `make book`."""
+    import book_extension
+    from jupyter_cache import get_cache
+
+    cache = tmp_path / ".jupyter_cache"
+    (cache / "executed").mkdir(parents=True)
+    (tmp_path / book_extension.CACHE_KEY_FILE).write_text("another package\n")
+
+    class App:
+        outdir = str(tmp_path / "html")
+
+    class Config:
+        nb_execution_cache_path = str(cache)
+
+    book_extension._reset_stale_cache(App, Config)
+    assert not (cache / "executed").exists() and (cache / "global.db").exists()
+    key = (tmp_path / book_extension.CACHE_KEY_FILE).read_text().strip()
+    assert key == book_extension.package_digest()
+    assert get_cache(str(cache)).list_cache_records() == []  # its tables are there
+
+
 def test_remote_reference_detector_can_fail():
     html = (
         '<script src="https://cdn.jsdelivr.net/x.js"></script>'
