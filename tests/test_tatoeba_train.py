@@ -315,6 +315,27 @@ def test_a_cpu_without_native_bf16_trains_in_float32(tok, monkeypatch):
     assert recipe.resolve_autocast("auto", cpu) == "bf16"
 
 
+def test_where_a_figure_was_measured_reads_in_japanese_too(monkeypatch):
+    """describe_machine names the CPU, its cores and threads, and its vector units;
+    the Japanese edition gets the same facts in Japanese (chapter 12b glues both)."""
+    import transformer_edu.tatoeba_recipe as recipe
+
+    monkeypatch.setattr(recipe, "cpu_name", lambda: "AMD EPYC")
+    for native, words in ((True, "bf16 をネイティブに演算"),
+                          (False, "bf16 はエミュレーション")):  # fmt: skip
+        monkeypatch.setattr(recipe, "native_bf16", lambda d="cpu", n=native: (n, ""))
+        described = recipe.describe_machine(threads=1)
+        assert described.startswith("AMD EPYC (") and " 1 torch thread; " in described
+        assert ("no native bf16" in described) is not native
+        ja = recipe.describe_machine_ja(described)
+        assert ja.startswith("AMD EPYC（") and ja.endswith(f"、{words}）"), ja
+        assert "コア、torch スレッド 1、" in ja and "cores" not in ja
+    # an older record's text, without the CPU's name: its words translated
+    assert recipe.describe_machine_ja("x86_64, 2 cores, 2 torch threads") == (
+        "x86_64、2 コア、2 torch スレッド"
+    )
+
+
 @pytest.mark.skipif(
     platform.machine() not in ("x86_64", "AMD64"), reason="ONEDNN_MAX_CPU_ISA is x86's"
 )

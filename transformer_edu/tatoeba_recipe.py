@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import platform
+import re
 from dataclasses import dataclass, field
 
 import torch
@@ -204,6 +205,24 @@ def describe_machine(threads: int | None = None) -> str:
         f"thread{'s' if threads != 1 else ''}; {torch.backends.cpu.get_cpu_capability()}"
         f", {bf16})"
     )
+
+
+_DESCRIBED = re.compile(
+    r"(?P<name>.*) \((?P<arch>[^,]+), (?P<cores>\d+) cores, (?P<threads>\d+) torch "
+    r"threads?; (?P<capability>[^,]+), (?P<no>no )?native bf16\)"
+)
+
+
+def describe_machine_ja(described: str) -> str:
+    """``describe_machine()``'s text in Japanese, for the Japanese edition; a text in
+    another form (an older record's) with only its words translated."""
+    m = _DESCRIBED.fullmatch(described)
+    if m is None:
+        return (described.replace(", ", "、").replace(" cores", " コア")
+                .replace(" torch threads", " torch スレッド"))  # fmt: skip
+    bf16 = "bf16 はエミュレーション" if m["no"] else "bf16 をネイティブに演算"
+    return (f"{m['name']}（{m['arch']}、{m['cores']} コア、torch スレッド "
+            f"{m['threads']}、{m['capability']}、{bf16}）")  # fmt: skip
 
 
 def resolve_autocast(autocast: str | None, device: torch.device) -> str | None:
