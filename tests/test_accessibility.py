@@ -171,19 +171,25 @@ def colour_scale_problem(scale, zmin: float, zmax: float) -> str | None:
     return None
 
 
-def open_page(browser, path: Path):
-    """A tab on the file ``path`` once its figures, widgets and keyboard controls are
-    drawn."""
-    tab = browser.new_page(viewport={"width": 1280, "height": 900})
-    tab.goto(path.as_uri(), wait_until="load")
+def wait_until_drawn(tab) -> None:
+    """Wait until the loaded page's figures, widgets and keyboard controls are drawn
+    (or 20 s per kind has passed: what is missing is reported by the checks)."""
     tab.evaluate(SETTLE_JS)
     for ready in (RENDERED_JS, CONTROLS_READY_JS):
         try:
             tab.wait_for_function(ready, timeout=20_000)
         except Exception:  # what is missing is reported by the checks
             pass
-    tab.evaluate(SETTLE_JS)
-    widgets_drawn(tab, 20.0)
+    tab.evaluate(SETTLE_JS)  # fonts first used by the figures
+    widgets_drawn(tab, 20.0)  # at least half a second: the last redraws land
+
+
+def open_page(browser, path: Path):
+    """A tab on the file ``path`` once its figures, widgets and keyboard controls are
+    drawn."""
+    tab = browser.new_page(viewport={"width": 1280, "height": 900})
+    tab.goto(path.as_uri(), wait_until="load")
+    wait_until_drawn(tab)
     return tab
 
 

@@ -28,20 +28,17 @@ import os
 import pytest
 from conftest import SCREENSHOTS
 from test_accessibility import (  # tests/ is on sys.path
-    CONTROLS_READY_JS,
     page_problems,
+    wait_until_drawn,
 )
 from test_book import (
     HTML_DIR,
     MEASURE_JS,
     MODEL_PAGES,
     PAGES,
-    RENDERED_JS,
-    SETTLE_JS,
     _exercise_controls,
     _exercise_widgets,
     warm_widgets,
-    widgets_drawn,
 )
 from test_book_fonts import undrawn_japanese
 
@@ -87,14 +84,7 @@ def check_page(browser, page: str, base: str) -> list[str]:
     tab.route("**/*", only_own)
     try:
         tab.goto(url, wait_until="load")
-        tab.evaluate(SETTLE_JS)
-        for ready in (RENDERED_JS, CONTROLS_READY_JS):
-            try:
-                tab.wait_for_function(ready, timeout=20_000)
-            except Exception:  # what is missing is measured and reported below
-                pass
-        tab.evaluate(SETTLE_JS)  # fonts first used by the figures
-        widgets_drawn(tab, 20.0)  # at least half a second: the last redraws land
+        wait_until_drawn(tab)  # what is missing is measured and reported below
         m = tab.evaluate(MEASURE_JS)
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         tab.screenshot(path=str(SCREENSHOTS / f"{page.replace('/', '_')}.jpg"),
