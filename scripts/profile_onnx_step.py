@@ -18,16 +18,21 @@ import argparse
 import collections
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 
-def session(folder: Path, profile: bool):
+def session(folder: Path, profile_prefix: str | None = None):
+    """A one-thread session on the folder's step graph; with ``profile_prefix``,
+    onnxruntime writes its profile there (not into the working directory)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
-    options.enable_profiling = profile
+    if profile_prefix:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_prefix
     return ort.InferenceSession(str(folder / "decoder_step.onnx"), options,
                                 providers=["CPUExecutionProvider"])  # fmt: skip
 
@@ -61,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     import onnxruntime as ort
 
     print(f"{describe_machine()}; onnxruntime {ort.__version__}, one thread")
-    runs = {f: session(f, False) for f in args.folders}
+    runs = {f: session(f) for f in args.folders}
     inputs = {f: feeds(s, args.beam, args.prefix, args.source) for f, s in runs.items()}
     times = collections.defaultdict(list)
     for f, s in runs.items():
@@ -81,12 +86,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{f}: {ms:.2f} ms a step (median of {args.rounds} rounds of {per_round}; "
               f"beam {args.beam}, prefix {args.prefix}, source {args.source}), "
               f"{ratio:.2f} of {first.name or first}'s")  # fmt: skip
-        prof = session(f, True)
-        for _ in range(50):
-            prof.run(None, inputs[f])
-        trace = Path(prof.end_profiling())  # onnxruntime's profile, a JSON file
-        events = json.loads(trace.read_text())
-        trace.unlink()
+        with tempfile.TemporaryDirectory() as tmp:
+            prof = session(f, str(Path(tmp) / "step"))
+            for _ in range(50):
+                prof.run(None, inputs[f])
+            trace = Path(prof.end_profiling())  # onnxruntime's profile, a JSON file
+            events = json.loads(trace.read_text())
         by_op = collections.Counter()
         for e in events:
             if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
