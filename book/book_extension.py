@@ -159,10 +159,11 @@ def package_digest(root: Path = ROOT) -> str:
     return digest.hexdigest()
 
 
-def _reset_stale_cache(app, config) -> None:
-    cache = Path(
-        config.nb_execution_cache_path or Path(app.outdir).parent / ".jupyter_cache"
-    )
+def reset_stale_cache(cache: Path) -> None:
+    """Empty the execution cache ``cache`` if the package changed since it was filled
+    (the key file beside it holds ``package_digest`` of then), and make its database.
+    The book build calls it at its start, and so does a test run before nbval fills
+    the cache (tests/nbval_cache.py)."""
     key_file = cache.parent / CACHE_KEY_FILE
     digest = package_digest()
     if not (key_file.exists() and key_file.read_text().strip() == digest):
@@ -178,6 +179,12 @@ def _reset_stale_cache(app, config) -> None:
 
     cache.mkdir(parents=True, exist_ok=True)
     create_db(cache).dispose()
+
+
+def _reset_stale_cache(app, config) -> None:
+    reset_stale_cache(Path(
+        config.nb_execution_cache_path or Path(app.outdir).parent / ".jupyter_cache"
+    ))  # fmt: skip
 
 
 def export_translator(static_dir: Path) -> Path:

@@ -101,13 +101,7 @@ def reset_stale_cache() -> None:
 
     shutil.rmtree(STORED, ignore_errors=True)
     AT_BUILD.unlink(missing_ok=True)
-    key_file = BUILD_DIR / book_extension.CACHE_KEY_FILE
-    digest = book_extension.package_digest()
-    if key_file.exists() and key_file.read_text().strip() == digest:
-        return
-    shutil.rmtree(CACHE_DIR, ignore_errors=True)
-    key_file.parent.mkdir(parents=True, exist_ok=True)
-    key_file.write_text(digest + "\n")
+    book_extension.reset_stale_cache(CACHE_DIR)
 
 
 def store(recording: Recording, language_info: dict | None) -> None:
