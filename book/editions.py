@@ -60,19 +60,25 @@ WORDS = re.compile(r"[A-Za-z]{2,}")
 # from build to build: the catalogue holds the string with each number replaced by a
 # numbered placeholder ("epoch {0}: exact match {1} %"), and the translation puts the
 # page's own numbers back.
+# Text a model wrote (a translation in a figure's title) changes with the CPU and the
+# seed: it is no catalogue key. A figure puts it inside a bare <span>…</span> (plotly
+# draws the tag as plain text), and the catalogue holds a placeholder there too.
 NUMBER = re.compile(r"(?<![A-Za-z_\d])[-−]?\d+(?:[.,]\d+)*(?:e[-+]?\d+)?")
+DATA_SPAN = re.compile(r"<span>.*?</span>", re.DOTALL)
+HOLE = re.compile(f"{DATA_SPAN.pattern}|{NUMBER.pattern}", re.DOTALL)
 PLACEHOLDER = re.compile(r"\{(\d+)\}")
 
 
 def to_pattern(text: str) -> tuple[str, list[str]]:
-    """``text`` with its numbers replaced by ``{0}``, ``{1}``...; and the numbers."""
+    """``text`` with its numbers and ``<span>`` data replaced by ``{0}``, ``{1}``...;
+    and what they replaced."""
     numbers: list[str] = []
 
     def hole(m: re.Match) -> str:
         numbers.append(m.group(0))
         return f"{{{len(numbers) - 1}}}"
 
-    return NUMBER.sub(hole, text), numbers
+    return HOLE.sub(hole, text), numbers
 
 
 def translate_string(text: str, table: dict[str, str]) -> str:
