@@ -3,6 +3,7 @@
     python scripts/assert_margins.py                      # every chapter, 3 paths
     python scripts/assert_margins.py 07_residual_norm_ffn --paths default avx2
     python scripts/assert_margins.py --report _build/assert-margins.json   # again
+    python scripts/assert_margins.py 12_real_japanese --paths default seed100 seed200
 
 A seeded run is deterministic on one machine, but another instruction set, another
 thread count or another BLAS sums in another order, and an assert that sits near its
@@ -15,7 +16,11 @@ executes the chapter under each numeric path, and reports each comparison's marg
 - ``threads1``: 1 torch thread (another summation order in every reduction);
 - ``avx2``: oneDNN, MKL and PyTorch's own kernels capped at AVX2
   (``ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 ATEN_CPU_CAPABILITY=avx2``),
-  as on a CPU without AVX-512 (and without native bf16), 1 thread.
+  as on a CPU without AVX-512 (and without native bf16), 1 thread;
+- ``seed100``, ``seed200`` (only when named): the default path with ``TEDU_SEED``
+  shifting the seeds of every comparison of training runs that takes them from
+  ``transformer_edu.seeds`` (a short run under another seed lands elsewhere in its
+  noise, as it does on another CPU).
 
 For ``a < b`` the margin is ``b - a`` (``a - b`` for ``>``), relative to the larger of
 the two sides' sizes. A comparison is flagged when it fails on some path, when its
@@ -49,6 +54,10 @@ PATHS = {
         "ATEN_CPU_CAPABILITY": "avx2",
     },
 }
+SEED_PATHS = {
+    f"seed{k}": {"OMP_NUM_THREADS": "2", "TEDU_SEED": str(k)} for k in (100, 200)
+}
+ALL_PATHS = {**PATHS, **SEED_PATHS}
 ORDERED = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 EXACT = {ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is", ast.IsNot: "is not",
          ast.In: "in", ast.NotIn: "not in"}  # fmt: skip
@@ -57,7 +66,7 @@ MIN_RELATIVE, SPREAD_FACTOR = 0.05, 3.0
 
 # The first cell of every rewritten chapter: the recorder the comparisons call.
 PRELUDE = f"""
-import json as _json, math as _math, operator as _op, os as _os
+import json as _json, math as _math, operator as _op, os as _os, time as _time
 
 _HOLDS = {{"<": _op.lt, "<=": _op.le, ">": _op.gt, ">=": _op.ge, "==": _op.eq,
           "!=": _op.ne, "is": _op.is_, "is not": _op.is_not,
@@ -81,7 +90,19 @@ def _elementwise(v):
 
 class _Margins:
     def __init__(self, path):
-        self.path, self.rows = path, []
+        self.path, self.rows, self.written = path, [], 0.0
+
+    def flush(self):
+        # the end of every rewritten cell calls it; a long cell's comparisons are
+        # written every few seconds (once per comparison made a corpus-wide
+        # `all(...)` quadratic: 200,000 rewrites of a growing file)
+        with open(self.path, "w") as f:
+            _json.dump(self.rows, f)
+        self.written = _time.monotonic()
+
+    def _maybe_flush(self):
+        if _time.monotonic() - self.written > 2.0:
+            self.flush()
 
     def compare(self, key, source, values, ops):
         if len(ops) == 1 and any(_elementwise(v) for v in values):
@@ -91,8 +112,7 @@ class _Margins:
             result = _HOLDS[ops[0]](*values)
             self.rows.append({{"key": key, "source": source, "op": "elementwise",
                                "ok": True}})
-            with open(self.path, "w") as f:
-                _json.dump(self.rows, f)
+            self._maybe_flush()
             return result
         for a, op, b in zip(values, ops, values[1:]):
             try:
@@ -105,8 +125,7 @@ class _Margins:
                 margin = y - x if op in ("<", "<=") else x - y
                 row.update(left=x, right=y, margin=margin)
             self.rows.append(row)
-        with open(self.path, "w") as f:
-            _json.dump(self.rows, f)
+        self._maybe_flush()
         return True  # the run goes on: the report says what failed
 
 
@@ -177,6 +196,9 @@ def rewrite_cell(source: str, cell: int) -> str | None:
     if not any(isinstance(n, ast.Assert) for n in ast.walk(tree)):
         return None
     tree = _Rewrite(cell, source).visit(tree)
+    flush = ast.parse(f"{RECORDER}.flush()").body[0]  # what the cell recorded, saved
+    last = isinstance(tree.body[-1], ast.Expr)  # the value the cell shows stays last
+    tree.body.insert(len(tree.body) - last, flush)
     return ast.unparse(ast.fix_missing_locations(tree))
 
 
@@ -200,7 +222,7 @@ def run(name: str, path_name: str, timeout: int = 900) -> list[dict]:
     nb = rewritten_notebook(CHAPTERS / f"{name}.ipynb")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "margins.json"
-        env = {**os.environ, **PATHS[path_name], "ASSERT_MARGINS_OUT": str(out)}
+        env = {**os.environ, **ALL_PATHS[path_name], "ASSERT_MARGINS_OUT": str(out)}
         saved = dict(os.environ)
         os.environ.clear()
         os.environ.update(env)  # the kernel inherits this process's environment
@@ -297,7 +319,9 @@ def print_table(table: list[dict]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("chapters", nargs="*", help="chapter names (default: all)")
-    parser.add_argument("--paths", nargs="+", choices=list(PATHS), default=list(PATHS))
+    parser.add_argument(
+        "--paths", nargs="+", choices=list(ALL_PATHS), default=list(PATHS)
+    )
     parser.add_argument("--report", type=Path, help="print a saved report instead")
     args = parser.parse_args(argv)
     if args.report:
@@ -309,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = {p: run(name, p) for p in args.paths}
     table = summarise(results)
     REPORT.parent.mkdir(exist_ok=True)
-    REPORT.write_text(json.dumps({"paths": {p: PATHS[p] for p in args.paths},
+    REPORT.write_text(json.dumps({"paths": {p: ALL_PATHS[p] for p in args.paths},
                                   "table": table}, indent=1))  # fmt: skip
     print_table(table)
     print(f"report: {REPORT.relative_to(ROOT)}")

@@ -114,3 +114,17 @@ def test_conditions_that_pick_a_value_and_asserts_meant_to_fail_are_left_alone(
     assert [(r["source"], r["ok"]) for r in rows] == [
         ("abs(1.0 - (0.5 if c > 0 else 1.0)) < 1e-6", True)
     ]
+
+
+def test_a_seed_path_shifts_the_seeds_of_a_comparison_of_runs(monkeypatch):
+    from transformer_edu.seeds import seeds
+
+    assert set(margins.SEED_PATHS) <= set(margins.ALL_PATHS)
+    assert not set(margins.SEED_PATHS) & set(margins.PATHS)  # only when named
+    shifted = set()
+    for env in margins.SEED_PATHS.values():
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        shifted.add(tuple(seeds(3)))
+    # each seed path runs the chapter's comparisons under seeds the default never uses
+    assert len(shifted) == len(margins.SEED_PATHS) and (0, 1, 2) not in shifted
