@@ -104,7 +104,8 @@ class _Margins:
         if _time.monotonic() - self.written > 2.0:
             self.flush()
 
-    def compare(self, key, source, values, ops):
+    def compare(self, key, source, values, ops, expect=True):
+        # expect=False: the assert claims the comparison is False (under `not`)
         if len(ops) == 1 and any(_elementwise(v) for v in values):
             # a tensor or array compared element by element: the assert reduces the
             # result (.all(), .any()) and judges it, so it gets the result back (if
@@ -116,17 +117,18 @@ class _Margins:
             return result
         for a, op, b in zip(values, ops, values[1:]):
             try:
-                ok = bool(_HOLDS[op](a, b))
+                ok = bool(_HOLDS[op](a, b)) == expect
             except Exception:
                 ok = False
             row = {{"key": key, "source": source, "op": op, "ok": ok}}
             x, y = _number(a), _number(b)
             if x is not None and y is not None and op in ("<", "<=", ">", ">="):
                 margin = y - x if op in ("<", "<=") else x - y
+                margin = margin if expect else -margin
                 row.update(left=x, right=y, margin=margin)
             self.rows.append(row)
         self._maybe_flush()
-        return True  # the run goes on: the report says what failed
+        return expect  # the run goes on: the report says what failed
 
 
 {RECORDER} = _Margins(_os.environ["ASSERT_MARGINS_OUT"])
@@ -137,7 +139,25 @@ class _Rewrite(ast.NodeTransformer):
     """Every comparison inside an assert's test becomes a recorder call."""
 
     def __init__(self, cell: int, source: str) -> None:
-        self.cell, self.source, self.inside = cell, source, 0
+        self.cell, self.source, self.inside, self.negated = cell, source, 0, False
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
+        # `not (a < b)` and `not any(a in b for ...)`: each comparison under them is
+        # a claim that it is False; recorded so (compare's `expect`)
+        if not isinstance(node.op, ast.Not):
+            return self.generic_visit(node)
+        self.negated = not self.negated
+        node.operand = self.visit(node.operand)
+        self.negated = not self.negated
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        # under `not`, `any(...)` claims every item False; `all(...)` claims only that
+        # some item is, which no single comparison says: left as it is
+        name = node.func.id if isinstance(node.func, ast.Name) else None
+        if self.negated and name != "any":
+            return node
+        return self.generic_visit(node)
 
     def visit_Assert(self, node: ast.Assert) -> ast.AST:
         self.inside += 1
@@ -170,8 +190,8 @@ class _Rewrite(ast.NodeTransformer):
         if not self.inside:
             return node
         ops = [ORDERED.get(type(op)) or EXACT.get(type(op)) for op in node.ops]
-        if None in ops:
-            return node
+        if None in ops or (self.negated and len(ops) > 1):
+            return node  # `not (a < b < c)` claims no single link: left as it is
         key = f"cell {self.cell}, line {node.lineno}"
         text = ast.get_source_segment(self.source, node) or key
         call = ast.Call(
@@ -179,7 +199,7 @@ class _Rewrite(ast.NodeTransformer):
             args=[ast.Constant(key), ast.Constant(text),
                   ast.List([node.left, *node.comparators], ast.Load()),
                   ast.List([ast.Constant(o) for o in ops], ast.Load())],
-            keywords=[],
+            keywords=[ast.keyword("expect", ast.Constant(not self.negated))],
         )  # fmt: skip
         return ast.copy_location(call, node)
 

@@ -128,3 +128,32 @@ def test_a_seed_path_shifts_the_seeds_of_a_comparison_of_runs(monkeypatch):
         shifted.add(tuple(seeds(3)))
     # each seed path runs the chapter's comparisons under seeds the default never uses
     assert len(shifted) == len(margins.SEED_PATHS) and (0, 1, 2) not in shifted
+
+
+def test_a_comparison_under_not_is_a_claim_that_it_is_false(tmp_path, monkeypatch):
+    rows = _run(
+        "pairs = [(1, 2), (3, 4)]\n"
+        "seen = {5, 6}\n"
+        "assert not any(a in seen for a, _ in pairs)\n"
+        "x = 3\n"
+        "assert not (x < 2)\n"
+        "assert not any(b > 3 for _, b in pairs)\n",
+        tmp_path,
+        monkeypatch,
+    )
+    by_line = {}
+    for r in rows:
+        by_line.setdefault(r["key"], []).append(r)
+    # nothing of `seen` among the pairs: the assert holds, and each item says so
+    assert [r["ok"] for r in by_line["cell 3, line 3"]] == [True, True]
+    # not (3 < 2): holds, by a margin of 1
+    (r,) = by_line["cell 3, line 5"]
+    assert r["ok"] and r["margin"] == 1
+    # 4 > 3 is the item that breaks `not any(...)`: reported failing, the run goes on
+    assert [r["ok"] for r in by_line["cell 3, line 6"]] == [True, False]
+
+
+def test_what_no_single_comparison_claims_is_left_as_it_is():
+    # not all(...): some item fails, none in particular; not (a < b < c): some link
+    for source in ("assert not all(a < 2 for a in xs)", "assert not (a < b < c)"):
+        assert "compare" not in margins.rewrite_cell(source, 0)
