@@ -262,9 +262,16 @@ MEASURE_JS = r"""() => {
   const cjk = /[\u3040-\u30ff\u4e00-\u9fff]/.test(document.body.innerText);
   const cjkFont = [...document.fonts].some(
     f => f.family.replace(/"/g, "") === "IPAexGothic" && f.status === "loaded");
+  // figures whose plot area is a sliver of their box: margins that ate the plot
+  // (plotly's axis automargin can run away over many shared panels)
+  const squeezed = [...document.querySelectorAll("div.plotly-graph-div.js-plotly-plot")]
+    .map((gd, i) => [i, gd._fullLayout])
+    .filter(([, l]) => l && l._size
+      && (l._size.w < SQUEEZED * l.width || l._size.h < SQUEEZED * l.height))
+    .map(([i]) => i);
   return {figs, plots, sliders, menus, maths: maths.length, typeset, raw,
-          views, widgets, cjk, cjkFont};
-}"""
+          views, widgets, cjk, cjkFont, squeezed};
+}""".replace("SQUEEZED", "0.25")
 
 
 CONTROLS_JS = """(i) => {
@@ -608,6 +615,37 @@ def test_book_serves_its_font_and_saves_widget_states(book):
     pages = {p: (HTML_DIR / f"{p}.html").read_text(encoding="utf8") for p in PAGES}
     missing = [p for p, html in pages.items() if views in html and state not in html]
     assert not missing, f"widgets shown without their saved state: {missing}"
+
+
+def test_the_squeezed_figure_check_can_fail(browser, tmp_path):
+    """MEASURE_JS names a figure whose margins leave its plot a sliver (chapter 12's
+    cross-attention figure was drawn 64 pixels square in a 672 × 640 box), and not
+    a figure drawn as usual."""
+    import plotly
+    import plotly.graph_objects as go
+
+    plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    bar = [go.Bar(x=[0, 1], y=[1, 2])]
+    figs = [
+        go.Figure(bar, layout={"width": 600, "height": 400}),
+        go.Figure(bar, layout={"width": 600, "height": 400, "margin": {"l": 500}}),
+        go.Figure(bar, layout={"width": 600, "height": 400, "margin": {"t": 340}}),
+    ]
+    body = "".join(f.to_html(include_plotlyjs=False, full_html=False) for f in figs)
+    page = tmp_path / "squeezed.html"
+    page.write_text(
+        f'<html><head><script src="{plotly_js.as_uri()}"></script></head>'
+        f"<body>{body}</body></html>",
+        encoding="utf8",
+    )
+    tab = browser.new_page(viewport={"width": 1000, "height": 800})
+    try:
+        tab.goto(page.as_uri(), wait_until="load")
+        tab.wait_for_function(RENDERED_JS, timeout=20_000)
+        m = tab.evaluate(MEASURE_JS)
+    finally:
+        tab.close()
+    assert m["plots"] == 3 and m["squeezed"] == [1, 2], m
 
 
 def test_control_check_can_fail(browser, tmp_path):

@@ -1,6 +1,7 @@
 """Every page of both editions, opened once in headless Chromium, with every check on
-the one tab: it renders offline (plotly figures drawn, math typeset, widgets shown,
-Japanese drawn with a Japanese font, no request to another host, no console error);
+the one tab: it renders offline (plotly figures drawn, none squeezed into a sliver of
+its box by its margins, math typeset, widgets shown, Japanese drawn with a Japanese
+font, no request to another host, no console error);
 it is accessible (tests/test_accessibility.py: axe-core, Tab and the keyboard,
 text alternatives, colour scales); and every control works with the mouse (each
 figure's sliders and menus, tests/test_book.py's `_exercise_controls`, and each
@@ -114,6 +115,9 @@ def check_page(browser, page: str, base: str) -> list[str]:
         problems.append(f"plotly: {m['plots']} of {m['figs']} figures rendered")
     if page.removeprefix("ja/").startswith("chapters/") and m["figs"] == 0:
         problems.append("plotly: a chapter page with no plotly figure")
+    if m["squeezed"]:
+        problems.append(f"plotly: figures {m['squeezed']} drawn in under a quarter of "
+                        "their width or height (the margins took the rest)")  # fmt: skip
     if m["typeset"] != m["maths"]:
         problems.append(f"math: {m['typeset']} of {m['maths']} formulas typeset")
     if m["raw"]:
