@@ -267,11 +267,11 @@ MEASURE_JS = r"""() => {
   const squeezed = [...document.querySelectorAll("div.plotly-graph-div.js-plotly-plot")]
     .map((gd, i) => [i, gd._fullLayout])
     .filter(([, l]) => l && l._size
-      && (l._size.w < SQUEEZED * l.width || l._size.h < SQUEEZED * l.height))
+      && (l._size.w < 0.25 * l.width || l._size.h < 0.25 * l.height))
     .map(([i]) => i);
   return {figs, plots, sliders, menus, maths: maths.length, typeset, raw,
           views, widgets, cjk, cjkFont, squeezed};
-}""".replace("SQUEEZED", "0.25")
+}"""
 
 
 CONTROLS_JS = """(i) => {
@@ -617,22 +617,12 @@ def test_book_serves_its_font_and_saves_widget_states(book):
     assert not missing, f"widgets shown without their saved state: {missing}"
 
 
-def test_the_squeezed_figure_check_can_fail(browser, tmp_path):
-    """MEASURE_JS names a figure whose margins leave its plot a sliver (chapter 12's
-    cross-attention figure was drawn 64 pixels square in a 672 × 640 box), and not
-    a figure drawn as usual."""
+def _figures_page(browser, page: Path, body: str):
+    """``body`` (figures' HTML) written to ``page`` with plotly.js, and a tab on it
+    once every figure is drawn (the checks' can-fail tests)."""
     import plotly
-    import plotly.graph_objects as go
 
     plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-    bar = [go.Bar(x=[0, 1], y=[1, 2])]
-    figs = [
-        go.Figure(bar, layout={"width": 600, "height": 400}),
-        go.Figure(bar, layout={"width": 600, "height": 400, "margin": {"l": 500}}),
-        go.Figure(bar, layout={"width": 600, "height": 400, "margin": {"t": 340}}),
-    ]
-    body = "".join(f.to_html(include_plotlyjs=False, full_html=False) for f in figs)
-    page = tmp_path / "squeezed.html"
     page.write_text(
         f'<html><head><script src="{plotly_js.as_uri()}"></script></head>'
         f"<body>{body}</body></html>",
@@ -642,6 +632,27 @@ def test_the_squeezed_figure_check_can_fail(browser, tmp_path):
     try:
         tab.goto(page.as_uri(), wait_until="load")
         tab.wait_for_function(RENDERED_JS, timeout=20_000)
+    except BaseException:
+        tab.close()
+        raise
+    return tab
+
+
+def test_the_squeezed_figure_check_can_fail(browser, tmp_path):
+    """MEASURE_JS names a figure whose margins leave its plot a sliver (chapter 12's
+    cross-attention figure was drawn 64 pixels square in a 672 × 640 box), and not
+    a figure drawn as usual."""
+    import plotly.graph_objects as go
+
+    bar = [go.Bar(x=[0, 1], y=[1, 2])]
+    figs = [
+        go.Figure(bar, layout={"width": 600, "height": 400}),
+        go.Figure(bar, layout={"width": 600, "height": 400, "margin": {"l": 500}}),
+        go.Figure(bar, layout={"width": 600, "height": 400, "margin": {"t": 340}}),
+    ]
+    body = "".join(f.to_html(include_plotlyjs=False, full_html=False) for f in figs)
+    tab = _figures_page(browser, tmp_path / "squeezed.html", body)
+    try:
         m = tab.evaluate(MEASURE_JS)
     finally:
         tab.close()
@@ -650,13 +661,11 @@ def test_the_squeezed_figure_check_can_fail(browser, tmp_path):
 
 def test_control_check_can_fail(browser, tmp_path):
     import numpy as np
-    import plotly
     import plotly.graph_objects as go
     from plotly_renderer import BookRenderer
 
     from transformer_edu import viz
 
-    plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
     same = [np.eye(3)] * 3  # a slider whose frames are all alike changes nothing
     moving = [np.eye(3) * k for k in (1, 2, 3)]
 
@@ -681,16 +690,8 @@ def test_control_check_can_fail(browser, tmp_path):
     ]
     render = BookRenderer().to_mimebundle
     body = "".join(render(fig.to_dict())["text/html"] for fig in figs)
-    page = tmp_path / "figs.html"
-    page.write_text(
-        f'<html><head><script src="{plotly_js.as_uri()}"></script></head>'
-        f"<body>{body}</body></html>",
-        encoding="utf8",
-    )
-    tab = browser.new_page(viewport={"width": 1000, "height": 800})
+    tab = _figures_page(browser, tmp_path / "figs.html", body)
     try:
-        tab.goto(page.as_uri(), wait_until="load")
-        tab.wait_for_function(RENDERED_JS, timeout=20_000)
         assert _exercise_controls(tab) == [
             "figure 1: slider 1 does not change the figure",
             "figure 2: slider 2 does not change the figure",
