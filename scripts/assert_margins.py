@@ -28,17 +28,30 @@ smallest relative margin is under 5 %, or when its margin is under three times t
 spread the paths gave its two sides (the next CPU may move them that far again).
 Exact comparisons (``==``, ``is``, ``in``) and non-numbers are listed as exact.
 The report goes to ``_build/assert-margins.json`` and is printed as a table.
+
+``--record`` runs the record's grid instead: every path of ``GRID_PATHS`` under every
+seed offset of ``GRID_SEEDS`` (6 runs of each chapter, two chapters at a time, about
+half an hour for all 14 on a 2-core machine), and writes each chapter's margins into
+``book/assert_margins.json`` with the hash of the chapter's code cells.
+``tests/test_assert_margins.py`` holds every chapter to that record: a chapter whose
+code changed since its record, or an assert below the record's floor, fails::
+
+    python scripts/assert_margins.py --record                    # every chapter
+    python scripts/assert_margins.py --record 07_residual_norm_ffn   # one, again
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import json
 import os
+import platform
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,7 +70,33 @@ PATHS = {
 SEED_PATHS = {
     f"seed{k}": {"OMP_NUM_THREADS": "2", "TEDU_SEED": str(k)} for k in (100, 200)
 }
-ALL_PATHS = {**PATHS, **SEED_PATHS}
+# The record's grid: each numeric path under each seed offset. "threads1" is the
+# kernels this CPU picks on one thread (as `make test` runs the chapters), "avx2" those
+# of a CPU without AVX-512 and without native bf16 (bf16 emulated); the seed offsets
+# move every seed a comparison of training runs takes from transformer_edu.seeds.
+GRID_PATHS, GRID_SEEDS = ("threads1", "avx2"), (0, 100, 200)
+GRID = {
+    path + (f"+seed{k}" if k else ""): {**PATHS[path], **({"TEDU_SEED": str(k)} if k else {})}
+    for path in GRID_PATHS
+    for k in GRID_SEEDS
+}  # fmt: skip
+ALL_PATHS = {**PATHS, **SEED_PATHS, **GRID}
+RECORD = ROOT / "book" / "assert_margins.json"
+# The floor, and why: the grid's runs are a handful of draws of the noise another
+# CPU or seed adds, and they show how far that noise moves each comparison's margin.
+# A comparison must hold on its worst run by at least FLOOR times that move, so that
+# one more draw moving it as far again below its lowest would still leave it true.
+# A margin no run moved (counts,
+# lengths, exact arithmetic) may sit on its threshold: no CPU or seed moves it.
+FLOOR = 1.0
+FLOOR_WHY = (
+    "Occurrence by occurrence (an assert in a loop claims once per item), each "
+    "comparison's lowest margin over the grid's runs must be at least the floor times "
+    "how far those runs moved that margin (largest minus smallest). The runs are a few "
+    "draws of the noise another CPU or seed adds; a claim that one more move as large "
+    "as those already seen would reverse is not yet a claim about the model. A margin "
+    "that no run moved (counts, lengths, exact arithmetic) may sit on its threshold."
+)
 ORDERED = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 EXACT = {ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is", ast.IsNot: "is not",
          ast.In: "in", ast.NotIn: "not in"}  # fmt: skip
@@ -104,8 +143,10 @@ class _Margins:
         if _time.monotonic() - self.written > 2.0:
             self.flush()
 
-    def compare(self, key, source, values, ops, expect=True):
-        # expect=False: the assert claims the comparison is False (under `not`)
+    def compare(self, key, source, values, ops, expect=True, raises=False):
+        # expect=False: the assert claims the comparison is False (under `not`);
+        # raises=True (an assert inside a function): the assert keeps its verdict, and
+        # a comparison that fails is not recorded (uncaught, it is the cell's error)
         if len(ops) == 1 and any(_elementwise(v) for v in values):
             # a tensor or array compared element by element: the assert reduces the
             # result (.all(), .any()) and judges it, so it gets the result back (if
@@ -115,11 +156,15 @@ class _Margins:
                                "ok": True}})
             self._maybe_flush()
             return result
+        verdict = True
         for a, op, b in zip(values, ops, values[1:]):
             try:
                 ok = bool(_HOLDS[op](a, b)) == expect
             except Exception:
                 ok = False
+            verdict = verdict and ok
+            if raises and not ok:
+                continue
             row = {{"key": key, "source": source, "op": op, "ok": ok}}
             x, y = _number(a), _number(b)
             if x is not None and y is not None and op in ("<", "<=", ">", ">="):
@@ -128,6 +173,8 @@ class _Margins:
                 row.update(left=x, right=y, margin=margin)
             self.rows.append(row)
         self._maybe_flush()
+        if raises:
+            return verdict == expect  # the assert decides, as it would unrewritten
         return expect  # the run goes on: the report says what failed
 
 
@@ -136,10 +183,36 @@ class _Margins:
 
 
 class _Rewrite(ast.NodeTransformer):
-    """Every comparison inside an assert's test becomes a recorder call."""
+    """Every comparison that an assert's test claims becomes a recorder call.
+
+    A comparison is a claim where the assert's truth rests on it: the test itself, the
+    operands of `and` (of `or` under `not`), the operand of `not`, the items of
+    `all(...)` (of `any(...)` under `not`) and the receiver of `.all()` / `.any()`.
+    Anywhere else (a list's items, a call's arguments, a value compared with another)
+    a comparison computes a value, and is left alone.
+    """
 
     def __init__(self, cell: int, source: str) -> None:
-        self.cell, self.source, self.inside, self.negated = cell, source, 0, False
+        self.cell, self.source = cell, source
+        self.inside, self.negated, self.claim, self.function = 0, False, False, 0
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        saved, self.claim = self.claim, False  # below a value: no claims
+        try:
+            return super().generic_visit(node)
+        finally:
+            self.claim = saved
+
+    def _visit_function(self, node: ast.AST) -> ast.AST:
+        # an assert inside a function keeps its behaviour (the chapter may call the
+        # function expecting it to fail, in a `try`): recorded, but it still raises
+        self.function += 1
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.function -= 1
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _visit_function
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
         # `not (a < b)` and `not any(a in b for ...)`: each comparison under them is
@@ -152,16 +225,39 @@ class _Rewrite(ast.NodeTransformer):
         return node
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
-        # under `not`, `any(...)` claims every item False; `all(...)` claims only that
-        # some item is, which no single comparison says: left as it is
-        name = node.func.id if isinstance(node.func, ast.Name) else None
-        if self.negated and name != "any":
-            return node
+        if not self.claim:
+            return self.generic_visit(node)
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in ("all", "any"):
+            if not node.args and (func.attr == "all") != self.negated:
+                func.value = self.visit(func.value)  # `(x < y).all()`: x < y claims
+                return node
+            return self.generic_visit(node)
+        name = func.id if isinstance(func, ast.Name) else None
+        # `all(...)` claims every item (and, under `not`, `any(...)` claims every item
+        # False); `any(...)` claims only that some item holds, and `not all(...)` that
+        # some item fails: no single comparison says either
+        if name in ("all", "any") and (name == "all") != self.negated and node.args:
+            items = node.args[0]
+            if isinstance(items, (ast.GeneratorExp, ast.ListComp, ast.SetComp)):
+                items.generators = [self.visit(g) for g in items.generators]
+                items.elt = self.visit(items.elt)  # still in claim position
+                return node
         return self.generic_visit(node)
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
+        # `a and b` claims both (so does `not (a or b)`, each False); `a or b` claims
+        # only that one of them holds, `not (a and b)` that one fails: left alone
+        if not self.claim or isinstance(node.op, ast.Or) != self.negated:
+            return self.generic_visit(node)
+        node.values = [self.visit(v) for v in node.values]
+        return node
 
     def visit_Assert(self, node: ast.Assert) -> ast.AST:
         self.inside += 1
+        self.claim = True
         node.test = self.visit(node.test)
+        self.claim = False
         self.inside -= 1
         return node
 
@@ -182,12 +278,15 @@ class _Rewrite(ast.NodeTransformer):
 
     def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
         # a comprehension's `if` filters which items the assert looks at: not a claim
+        saved, self.claim = self.claim, False
         node.iter = self.visit(node.iter)
+        self.claim = saved
         return node
 
     def visit_Compare(self, node: ast.Compare) -> ast.AST:
-        self.generic_visit(node)
-        if not self.inside:
+        claim = self.claim and self.inside
+        self.generic_visit(node)  # the operands are values
+        if not claim:
             return node
         ops = [ORDERED.get(type(op)) or EXACT.get(type(op)) for op in node.ops]
         if None in ops or (self.negated and len(ops) > 1):
@@ -199,7 +298,8 @@ class _Rewrite(ast.NodeTransformer):
             args=[ast.Constant(key), ast.Constant(text),
                   ast.List([node.left, *node.comparators], ast.Load()),
                   ast.List([ast.Constant(o) for o in ops], ast.Load())],
-            keywords=[ast.keyword("expect", ast.Constant(not self.negated))],
+            keywords=[ast.keyword("expect", ast.Constant(not self.negated)),
+                      ast.keyword("raises", ast.Constant(bool(self.function)))],
         )  # fmt: skip
         return ast.copy_location(call, node)
 
@@ -282,9 +382,11 @@ def summarise(results: dict[str, dict[str, list[dict]]]) -> list[dict]:
                                               "source": r["source"], "op": r["op"],
                                               "paths": {}})  # fmt: skip
                 p = entry["paths"].setdefault(path_name, {"ok": True, "margin": None,
-                                                          "rel": None, "sides": []})  # fmt: skip
+                                                          "rel": None, "sides": [],
+                                                          "margins": []})  # fmt: skip
                 p["ok"] = p["ok"] and r["ok"]
                 if r.get("margin") is not None:
+                    p["margins"].append(r["margin"])
                     size = max(abs(r["left"]), abs(r["right"]), 1e-12)
                     rel = r["margin"] / size
                     if p["rel"] is None or rel < p["rel"]:
@@ -305,6 +407,19 @@ def summarise(results: dict[str, dict[str, list[dict]]]) -> list[dict]:
                     values = [f[side] for f in firsts]
                     spread = max(spread, max(values) - min(values))
             entry["spread"] = spread
+            # occurrence by occurrence (a comparison in a loop claims once per item),
+            # its lowest margin over the runs against how far the runs moved it
+            entry["tightest"] = None
+            margin_lists = [p["margins"] for p in paths if p["margins"]]
+            if len(margin_lists) > 1:
+                for ms in zip(*margin_lists, strict=False):
+                    low, moved = min(ms), max(ms) - min(ms)
+                    if moved > 0 and (
+                        entry["tightest"] is None
+                        or low / moved < entry["tightest"]["ratio"]
+                    ):
+                        entry["tightest"] = {"ratio": low / moved, "margin": low,
+                                             "moved": moved}  # fmt: skip
             entry["flag"] = (
                 "FAILS" if not entry["ok"]
                 else "thin" if entry["min_rel"] is not None and (
@@ -313,6 +428,7 @@ def summarise(results: dict[str, dict[str, list[dict]]]) -> list[dict]:
                 else ""
             )  # fmt: skip
             for p in entry["paths"].values():
+                p.pop("margins")
                 sides = p.pop("sides")
                 p["sides"] = list(sides[0]) if sides else None  # the first occurrence
             table.append(entry)
@@ -336,6 +452,158 @@ def print_table(table: list[dict]) -> None:
     )
 
 
+def source_hash(name: str) -> str:
+    """SHA-256 of chapter ``name``'s code cells, the only cells its asserts depend on."""
+    import nbformat
+
+    nb = nbformat.read(CHAPTERS / f"{name}.ipynb", as_version=4)
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    return hashlib.sha256(json.dumps(code, ensure_ascii=False).encode()).hexdigest()
+
+
+def takes_seeds(name: str) -> bool:
+    """Whether chapter ``name`` takes seeds from transformer_edu.seeds (TEDU_SEED)."""
+    text = (CHAPTERS / f"{name}.ipynb").read_text(encoding="utf-8")
+    return "transformer_edu.seeds import" in text
+
+
+def cpu_name() -> str:
+    """The CPU's model name and the flags that choose the kernels (for the record)."""
+    model, flags = platform.processor() or platform.machine(), []
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and ":" in line:
+                model = line.split(":", 1)[1].strip()
+            if line.startswith("flags") and ":" in line:
+                flags = line.split(":", 1)[1].split()
+                break
+    except OSError:
+        pass
+    wanted = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "asimd", "sve")
+    return f"{model} ({', '.join(f for f in wanted if f in flags) or 'no flags read'})"
+
+
+def record_entry(name: str, table: list[dict], runs: list[str]) -> dict:
+    """What the record keeps of one chapter's summary: each ordered comparison's worst
+    relative margin over the grid and how far the runs moved its sides."""
+    rows = [
+        {"key": t["key"], "source": t["source"][:120], "ok": t["ok"],
+         "worst_rel": t["min_rel"], "worst_margin": t["min_margin"],
+         "spread": t["spread"], "tightest": t["tightest"]}
+        for t in table
+        if t["chapter"] == name and (t["min_rel"] is not None or not t["ok"])
+    ]  # fmt: skip
+    return {
+        "source_sha256": source_hash(name),
+        "runs": runs,
+        # False: no seed from transformer_edu.seeds, so the offset runs are the
+        # offset-0 runs of the same path (identical, not executed again)
+        "takes_seeds": takes_seeds(name),
+        "measured_on": cpu_name(),
+        "date": time.strftime("%Y-%m-%d"),
+        "comparisons": sum(t["chapter"] == name for t in table),
+        "rows": rows,
+    }
+
+
+def below_floor(row: dict, floor: float) -> bool:
+    """A recorded comparison that failed, or whose lowest margin over the grid is less
+    than ``floor`` times how far the grid's runs moved that margin."""
+    if not row["ok"]:
+        return True
+    tightest = row.get("tightest")
+    return tightest is not None and tightest["ratio"] < floor
+
+
+def open_key(row: dict) -> str:
+    """How the record's "open" list names a comparison: its place and its source."""
+    return f"{row['key']}: {row['source']}"
+
+
+def record_problems(record: dict, names: list[str]) -> list[str]:
+    """Why the record does not vouch for chapters ``names`` as they are now.
+
+    A comparison below the floor is a problem unless the record's "open" list names
+    it with a reason (known, not yet fixed); a listed one that no longer sits below
+    the floor is a problem too, so that the list only shrinks."""
+    problems = []
+    seeds_ok = {k for k in GRID_SEEDS}
+    for name in names:
+        entry = record.get("chapters", {}).get(name)
+        rerun = f"python scripts/assert_margins.py --record {name}"
+        if entry is None:
+            problems.append(f"{name}: not in the record; run `{rerun}`")
+            continue
+        if entry["source_sha256"] != source_hash(name):
+            problems.append(f"{name}: its code changed since its record; run `{rerun}`")
+        offsets = {
+            int(r.split("+seed")[1]) if "+seed" in r else 0 for r in entry["runs"]
+        }
+        paths = {r.split("+")[0] for r in entry["runs"]}
+        if entry["takes_seeds"] != takes_seeds(name):
+            problems.append(f"{name}: takes seeds now and did not then; run `{rerun}`")
+        if len(offsets & seeds_ok) < 3 or len(paths) < 2:
+            problems.append(
+                f"{name}: recorded on {entry['runs']}, not ≥ 3 seeds × ≥ 2 paths"
+            )
+        open_items = record.get("open", {}).get(name, {})
+        for key in open_items:
+            row = next((r for r in entry["rows"] if open_key(r) == key), None)
+            if row is None or not below_floor(row, record["floor"]) or not row["ok"]:
+                problems.append(f"{name} {key}: listed as open, but it is no longer a "
+                                f"thin comparison of this chapter: take it off the list")  # fmt: skip
+            elif not open_items[key].strip():
+                problems.append(f"{name} {key}: listed as open without a reason")
+        for row in entry["rows"]:
+            if row["ok"] and open_key(row) in open_items:
+                continue  # below the floor, known, and said why in the record
+            if below_floor(row, record["floor"]):
+                t = row.get("tightest") or {}
+                what = ("fails on some run" if not row["ok"] else
+                        f"holds by {t['margin']:.3g} on its worst run, where the runs "
+                        f"moved its margin by {t['moved']:.3g}")  # fmt: skip
+                problems.append(f"{name} {row['key']}: `{row['source']}` {what} "
+                                f"(floor: {record['floor']:g} × that move)")  # fmt: skip
+    return problems
+
+
+def _run_task(task: tuple[str, str]) -> tuple[str, str, list[dict]]:
+    name, path_name = task
+    return name, path_name, run(name, path_name)
+
+
+def write_record(names: list[str], jobs: int = 2) -> dict:
+    """Run chapters ``names`` over the grid and write (or update) their record."""
+    # a chapter that takes no seed from transformer_edu.seeds runs identically under
+    # every offset (one path, one result): its offset runs are its offset-0 runs
+    seeded = {name: takes_seeds(name) for name in names}
+    tasks = [
+        (name, path)
+        for name in sorted(names, key=lambda n: not seeded[n])  # the long ones first
+        for path in GRID
+        if seeded[name] or "+seed" not in path
+    ]
+    results: dict[str, dict[str, list[dict]]] = {name: {} for name in names}
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        for name, path, rows in pool.map(_run_task, tasks):
+            results[name][path] = rows
+    for name in names:
+        for path in GRID:
+            if "+seed" in path and not seeded[name]:
+                results[name][path] = results[name][path.split("+")[0]]
+    table = summarise(results)
+    record = json.loads(RECORD.read_text()) if RECORD.exists() else {}
+    record.update(floor=FLOOR, why=FLOOR_WHY, grid=GRID)
+    chapters = record.setdefault("chapters", {})
+    for name in names:
+        chapters[name] = record_entry(name, table, list(GRID))
+    record["chapters"] = dict(sorted(chapters.items()))
+    RECORD.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+    print_table(table)
+    print(f"record: {RECORD.relative_to(ROOT)}")
+    return record
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("chapters", nargs="*", help="chapter names (default: all)")
@@ -343,11 +611,24 @@ def main(argv: list[str] | None = None) -> int:
         "--paths", nargs="+", choices=list(ALL_PATHS), default=list(PATHS)
     )
     parser.add_argument("--report", type=Path, help="print a saved report instead")
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="run the grid and write book/assert_margins.json",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=2, help="chapters run at once (--record)"
+    )
     args = parser.parse_args(argv)
     if args.report:
         print_table(json.loads(args.report.read_text())["table"])
         return 0
     names = args.chapters or sorted(p.stem for p in CHAPTERS.glob("*.ipynb"))
+    if args.record:
+        record = write_record(names, args.jobs)
+        problems = record_problems(record, names)
+        print("\n".join(problems) or "every chapter clears the floor")
+        return 1 if problems else 0
     results: dict[str, dict[str, list[dict]]] = {}
     for name in names:
         results[name] = {p: run(name, p) for p in args.paths}
