@@ -370,6 +370,18 @@ def _settle(tab, i, kind, k, want) -> bool:
     return True
 
 
+def _redrawn(tab, i, start: str, same: bool) -> None:
+    """Wait (up to 3 s) until figure i's picture equals ``start`` (``same``) or differs
+    from it: on a loaded machine the redraw after a slider's step can take longer than
+    the 50 ms ``_settle`` allows, and a picture read mid-redraw is neither. The caller
+    reads the picture again and judges it, so a figure that never changes still fails."""
+    js = f"([i, s, same]) => (({PICTURE_JS})(i) === s) === same"
+    try:
+        tab.wait_for_function(js, arg=[i, start, same], timeout=3_000)
+    except Exception:
+        pass
+
+
 def _move_slider(tab, fig, i, k, slider) -> list[str]:
     """Drag slider k of figure i to its end (its start if it opens at the end) and
     back to where it opened, clicking on the rail at the step's tick."""
@@ -391,9 +403,11 @@ def _move_slider(tab, fig, i, k, slider) -> list[str]:
     start = tab.evaluate(PICTURE_JS, i)
     tab.mouse.click(tick_x(far), y)
     moved = _settle(tab, i, "sliders", k, far)
+    _redrawn(tab, i, start, same=False)
     end = tab.evaluate(PICTURE_JS, i)
     tab.mouse.click(tick_x(home), y)
     back = _settle(tab, i, "sliders", k, home)
+    _redrawn(tab, i, start, same=True)
     again = tab.evaluate(PICTURE_JS, i)
     if not (moved and back):
         return [f"figure {i}: slider {k + 1} did not move"]
