@@ -9,7 +9,7 @@ Each chapter notebook starts with two cells this script owns:
   citations and boxes read as plain Markdown;
 - the first code cell, tagged ``colab-install`` and ``hide-input``: in Colab it
   pip-installs ``transformer_edu[book]`` from the repository; elsewhere it does
-  nothing.
+  nothing. Its comment points to ``python -m transformer_edu doctor``.
 
 ``repository.url`` and ``repository.branch`` in ``_config.yml`` are the only copy of
 the address. Usage::
@@ -97,6 +97,9 @@ def install_source(url: str, branch: str) -> str:
         "# In Colab: install this book's package, transformer_edu, from its\n"
         "# repository. Anywhere else this cell does nothing (make book / make test\n"
         "# install it from requirements.txt).\n"
+        "# Something not working, here or on your machine? Run in a cell\n"
+        "#   !python -m transformer_edu doctor\n"
+        "# for [OK] / [WARN] / [FAIL] on each requirement, with the fix.\n"
         "import sys\n"
         "\n"
         'if "google.colab" in sys.modules:\n'

@@ -47,7 +47,6 @@ import ast
 import hashlib
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -453,11 +452,17 @@ def print_table(table: list[dict]) -> None:
 
 
 def source_hash(name: str) -> str:
-    """SHA-256 of chapter ``name``'s code cells, the only cells its asserts depend on."""
+    """SHA-256 of chapter ``name``'s code cells, the only cells its asserts depend on,
+    less the Colab install cell (tagged ``colab-install``: it does nothing outside
+    Colab, where no record is made)."""
     import nbformat
 
     nb = nbformat.read(CHAPTERS / f"{name}.ipynb", as_version=4)
-    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    code = [
+        c.source
+        for c in nb.cells
+        if c.cell_type == "code" and "colab-install" not in c.metadata.get("tags", [])
+    ]
     return hashlib.sha256(json.dumps(code, ensure_ascii=False).encode()).hexdigest()
 
 
@@ -467,25 +472,11 @@ def takes_seeds(name: str) -> bool:
     return "transformer_edu.seeds import" in text
 
 
-def cpu_name() -> str:
-    """The CPU's model name and the flags that choose the kernels (for the record)."""
-    model, flags = platform.processor() or platform.machine(), []
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and ":" in line:
-                model = line.split(":", 1)[1].strip()
-            if line.startswith("flags") and ":" in line:
-                flags = line.split(":", 1)[1].split()
-                break
-    except OSError:
-        pass
-    wanted = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "asimd", "sve")
-    return f"{model} ({', '.join(f for f in wanted if f in flags) or 'no flags read'})"
-
-
-def record_entry(name: str, table: list[dict], runs: list[str]) -> dict:
+def record_entry(name: str, table: list[dict], runs: list[str], seeded: bool) -> dict:
     """What the record keeps of one chapter's summary: each ordered comparison's worst
     relative margin over the grid and how far the runs moved its sides."""
+    from transformer_edu.devices import cpu_flags, cpu_name
+
     rows = [
         {"key": t["key"], "source": t["source"][:120], "ok": t["ok"],
          "worst_rel": t["min_rel"], "worst_margin": t["min_margin"],
@@ -498,8 +489,8 @@ def record_entry(name: str, table: list[dict], runs: list[str]) -> dict:
         "runs": runs,
         # False: no seed from transformer_edu.seeds, so the offset runs are the
         # offset-0 runs of the same path (identical, not executed again)
-        "takes_seeds": takes_seeds(name),
-        "measured_on": cpu_name(),
+        "takes_seeds": seeded,
+        "measured_on": f"{cpu_name()} ({', '.join(cpu_flags()) or 'no flags read'})",
         "date": time.strftime("%Y-%m-%d"),
         "comparisons": sum(t["chapter"] == name for t in table),
         "rows": rows,
@@ -527,7 +518,7 @@ def record_problems(record: dict, names: list[str]) -> list[str]:
     it with a reason (known, not yet fixed); a listed one that no longer sits below
     the floor is a problem too, so that the list only shrinks."""
     problems = []
-    seeds_ok = {k for k in GRID_SEEDS}
+    seeds_ok = set(GRID_SEEDS)
     for name in names:
         entry = record.get("chapters", {}).get(name)
         rerun = f"python scripts/assert_margins.py --record {name}"
@@ -536,9 +527,7 @@ def record_problems(record: dict, names: list[str]) -> list[str]:
             continue
         if entry["source_sha256"] != source_hash(name):
             problems.append(f"{name}: its code changed since its record; run `{rerun}`")
-        offsets = {
-            int(r.split("+seed")[1]) if "+seed" in r else 0 for r in entry["runs"]
-        }
+        offsets = {int(ALL_PATHS.get(r, {}).get("TEDU_SEED", 0)) for r in entry["runs"]}
         paths = {r.split("+")[0] for r in entry["runs"]}
         if entry["takes_seeds"] != takes_seeds(name):
             problems.append(f"{name}: takes seeds now and did not then; run `{rerun}`")
@@ -596,7 +585,7 @@ def write_record(names: list[str], jobs: int = 2) -> dict:
     record.update(floor=FLOOR, why=FLOOR_WHY, grid=GRID)
     chapters = record.setdefault("chapters", {})
     for name in names:
-        chapters[name] = record_entry(name, table, list(GRID))
+        chapters[name] = record_entry(name, table, list(GRID), seeded[name])
     record["chapters"] = dict(sorted(chapters.items()))
     RECORD.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
     print_table(table)

@@ -53,7 +53,7 @@ def feeds(sess, beam: int, prefix: int, source: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from transformer_edu.tatoeba_recipe import describe_machine
+    from transformer_edu.devices import describe_machine
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="+", type=Path)

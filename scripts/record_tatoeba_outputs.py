@@ -35,9 +35,9 @@ from pathlib import Path
 import torch
 
 from transformer_edu.checkpoint import build_model_from_state, read_checkpoint_file
+from transformer_edu.devices import describe_machine
 from transformer_edu.tatoeba import SubwordTokenizer, TatoebaPair, load_tatoeba
 from transformer_edu.tatoeba_analysis import decoding_name, unseen_words, vocabulary
-from transformer_edu.tatoeba_recipe import describe_machine
 from transformer_edu.tatoeba_train import (
     DEFAULT_ALPHA,
     DEFAULT_BEAM,

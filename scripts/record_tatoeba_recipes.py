@@ -35,7 +35,8 @@ from transformer_edu.bench_tatoeba import (
     run_recipes,
     window_means,
 )
-from transformer_edu.tatoeba_recipe import autocast_choice, describe_machine
+from transformer_edu.devices import describe_machine
+from transformer_edu.tatoeba_recipe import autocast_choice
 
 OUT = Path(__file__).resolve().parent.parent / "transformer_edu" / "models"
 STEPS, WARMUP, CURVE_STEPS, WINDOW = 30, 3, 200, 50

@@ -28,10 +28,10 @@ def main() -> int:
     import onnxruntime as ort
 
     from transformer_edu.browser.onnx_export import beam_onnx, greedy_onnx
+    from transformer_edu.devices import describe_machine
     from transformer_edu.metrics import N_BOOTSTRAP, bleu, chrf, paired_bootstrap
     from transformer_edu.tatoeba import load_tatoeba
     from transformer_edu.tatoeba_analysis import decoding_name
-    from transformer_edu.tatoeba_recipe import describe_machine
     from transformer_edu.tatoeba_train import (
         DEFAULT_ALPHA,
         DEFAULT_BEAM,

@@ -26,10 +26,10 @@ from pathlib import Path
 
 import torch
 
+from transformer_edu.devices import describe_machine
 from transformer_edu.metrics import bleu, chrf, length_ratio, paired_bootstrap
 from transformer_edu.tatoeba import load_tatoeba
 from transformer_edu.tatoeba_analysis import decoding_name, narrowest_within_noise
-from transformer_edu.tatoeba_recipe import describe_machine
 from transformer_edu.tatoeba_train import (
     load_tatoeba_checkpoint,
     shipped_model_path,

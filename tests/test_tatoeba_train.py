@@ -318,7 +318,7 @@ def test_a_cpu_without_native_bf16_trains_in_float32(tok, monkeypatch):
 def test_where_a_figure_was_measured_reads_in_japanese_too(monkeypatch):
     """describe_machine names the CPU, its cores and threads, and its vector units;
     the Japanese edition gets the same facts in Japanese (chapter 12b glues both)."""
-    import transformer_edu.tatoeba_recipe as recipe
+    import transformer_edu.devices as recipe  # where the machine is described
 
     monkeypatch.setattr(recipe, "cpu_name", lambda: "AMD EPYC")
     for native, words in ((True, "bf16 をネイティブに演算"),

@@ -1,4 +1,4 @@
-"""Command line: python -m transformer_edu {train,translate,evaluate,bench,demo,export-onnx}
+"""Command line: python -m transformer_edu {train,translate,evaluate,bench,demo,export-onnx,doctor}
 
 ``--corpus toy`` (default of train/translate) is the generated grammar; ``--corpus
 tatoeba`` is real Japanese (Tatoeba, CC-BY 2.0 FR) and the shipped model.
@@ -25,6 +25,7 @@ from .checkpoint import (
 from .tatoeba_train import DEFAULT_ALPHA, DEFAULT_BEAM
 
 CORPORA = ("toy", "tatoeba")
+DEVICE_HELP = "cpu, cuda or mps (default: CUDA, else MPS, else the CPU)"
 SOURCE_SENTENCES = ["私は太郎です", "私は犬より猫が好きです", "私は猫より犬が好きです"]
 
 
@@ -72,8 +73,8 @@ def _train_tatoeba(args: argparse.Namespace) -> int:
 
     if args.epochs is not None:
         raise ValueError("--epochs is for the toy corpus; Tatoeba trains by --minutes")
-    from .tatoeba_recipe import describe_device, recipe_for
-    from .training import pick_device
+    from .devices import describe_device, pick_device
+    from .tatoeba_recipe import recipe_for
 
     # the device's recipe: on a GPU the paper's batch and warm-up (CUDA_RECIPE)
     cfg = recipe_for(pick_device(args.device), seed=args.seed)
@@ -121,14 +122,17 @@ def _tok():
 
 
 def _load(args: argparse.Namespace):
+    from .devices import pick_device
+
+    device = pick_device(getattr(args, "device", None))  # demo has no --device
     if args.checkpoint:  # an explicit file must exist and be valid
-        model, sv, tv, _ = load_checkpoint(args.checkpoint)
+        model, sv, tv, _ = load_checkpoint(args.checkpoint, device)
         return model, sv, tv
     path = default_checkpoint_path()
     if not path.is_file():
         print(f"no checkpoint at {path}; training the toy model first (seconds on a CPU)",
               file=sys.stderr)  # fmt: skip
-    return toy_model(path, progress=sys.stderr.isatty())
+    return toy_model(path, progress=sys.stderr.isatty(), device=str(device))
 
 
 def _toy_translator(args: argparse.Namespace):
@@ -163,8 +167,8 @@ def _print_trace(out, tv) -> None:
 
 
 def _load_tatoeba(args: argparse.Namespace):
+    from .devices import pick_device
     from .tatoeba_train import load_tatoeba_checkpoint
-    from .training import pick_device
 
     return load_tatoeba_checkpoint(args.checkpoint, pick_device(args.device))
 
@@ -365,6 +369,12 @@ def _positive(text: str) -> int:
     return value
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from .doctor import run_checks
+
+    return run_checks()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m transformer_edu", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -379,7 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--epochs", type=int, help="override the number of epochs (toy)")
     t.add_argument("--minutes", type=float, help="time budget (tatoeba; default 60)")
     t.add_argument("--max-steps", type=int, help="stop after this many steps (tatoeba)")
-    t.add_argument("--device", help="cpu or cuda (default: cuda if available)")
+    t.add_argument("--device", help=DEVICE_HELP)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--set", action="append", metavar="NAME=VALUE",
                    help="tatoeba: a TatoebaTrainConfig field (max_tokens=3000), or "
@@ -402,7 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tr.add_argument("--alpha", type=float,
                     help=f"length penalty (tatoeba; default {DEFAULT_ALPHA})")  # fmt: skip
-    tr.add_argument("--device", help="cpu or cuda (default: cuda if available)")
+    tr.add_argument("--device", help=DEVICE_HELP)
     tr.add_argument("--trace", action="store_true", help="print each greedy step (toy)")
     tr.set_defaults(func=cmd_translate)
 
@@ -420,7 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="length penalty (chosen on dev with the beam size)")  # fmt: skip
     ev.add_argument("--limit", type=int, help="only the first N pairs")
     ev.add_argument("--examples", type=int, default=5, help="examples to print")
-    ev.add_argument("--device", help="cpu or cuda (default: cuda if available)")
+    ev.add_argument("--device", help=DEVICE_HELP)
     ev.set_defaults(func=cmd_evaluate)
 
     b = sub.add_parser(
@@ -455,7 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--nproc", type=int, help="ranks compared with 1 (--ddp; default 2)")
     b.add_argument("--limit", type=int,
                    help="--decoding: only the first N test pairs")  # fmt: skip
-    b.add_argument("--device", help="cpu or cuda (--tatoeba; default cpu)")
+    b.add_argument("--device", help="cpu, cuda or mps (--tatoeba; default cpu)")
     b.add_argument("--recipes", action="store_true",
                    help="--tatoeba: tokens/s of the training recipe change by change "
                         "(dropout places, fused Adam, bf16 autocast, written-out "
@@ -481,6 +491,10 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="translate the source articles' three sentences")
     d.add_argument("--checkpoint", **ckpt)
     d.set_defaults(func=cmd_demo)
+
+    doc = sub.add_parser("doctor", help="check this set-up: one line per requirement, "
+                         "[OK] / [WARN] / [FAIL] and the fix; exit 1 on a FAIL")  # fmt: skip
+    doc.set_defaults(func=cmd_doctor)
     return p
 
 

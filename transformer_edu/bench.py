@@ -7,13 +7,11 @@ same inputs and alternating repetitions, so the ratio is fair on a noisy machine
 from __future__ import annotations
 
 import math
-import platform
 import statistics
 import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -21,6 +19,7 @@ from torch import Tensor, nn
 
 from .config import TransformerConfig
 from .decoding import greedy_decode
+from .devices import cpu_name as cpu_name  # chapter 4 imports it from here
 from .embeddings import sinusoidal_table
 from .model import Transformer, make_model
 
@@ -260,15 +259,3 @@ def toy_training(
     print_fn(f"toy training time, median: default {new:.1f} s, previous {old:.1f} s")
     print_fn(f"toy training time ratio default/previous: {new / old:.3f}")
     return {"default_s": new, "previous_s": old, "ratio": new / old}
-
-
-def cpu_name() -> str:
-    """The CPU's model name as the OS gives it (/proc/cpuinfo), else the platform's."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() in ("model name", "Model", "cpu model") and value.strip():
-                return value.strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"

@@ -33,6 +33,7 @@ from torch import nn
 
 from .bench import TorchTransformerModel
 from .config import TransformerConfig
+from .devices import describe_machine
 from .model import count_parameters
 from .tatoeba import (
     Encoded,
@@ -43,7 +44,7 @@ from .tatoeba import (
     make_token_batch,
     token_batches,
 )
-from .tatoeba_recipe import autocast_choice, describe_machine
+from .tatoeba_recipe import autocast_choice
 from .tatoeba_train import (
     TATOEBA_MODEL,
     TatoebaTrainConfig,

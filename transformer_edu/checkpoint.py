@@ -157,9 +157,9 @@ def toy_model(
     trained and saved there first if it is missing, was trained on another corpus or
     is not the current default toy model (``TOY_MODEL``).
 
-    The model is returned in eval mode on ``device`` (default: CUDA if present, else CPU).
+    The model is returned in eval mode on ``device`` (default: ``pick_device``: CUDA, else MPS, else the CPU).
     """
-    from .training import pick_device
+    from .devices import pick_device
 
     device = pick_device(device)  # trained or loaded, the model ends up here
     path = Path(path) if path else default_checkpoint_path()

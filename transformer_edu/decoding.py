@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from .data import Vocab, detokenize_en, segment
+from .devices import wide_float
 from .model import Transformer
 
 
@@ -261,9 +262,10 @@ def beam_search_batch(
         ys = torch.full((B * K, 1), bos_id, dtype=torch.long, device=dev)  # (n*K, t)
         scores = torch.full((B, K), -inf, device=dev)  # (n, K) summed log-probs
         scores[:, 0] = 0.0  # one live prefix per sentence at first: BOS
-        best_done = torch.full((B,), -inf, dtype=torch.float64, device=dev)
+        wide = wide_float(dev)  # float64 (float32 on MPS, which has none)
+        best_done = torch.full((B,), -inf, dtype=wide, device=dev)
         lp_max = torch.tensor([length_penalty(m, alpha) for m in limits],
-                              dtype=torch.float64, device=dev)  # fmt: skip
+                              dtype=wide, device=dev)  # fmt: skip
         which = list(range(B))  # the input sentence of each block of K rows
         finished: list[list[tuple[list[int], float]]] = [[] for _ in range(B)]
         cand = torch.arange(2 * K, device=dev)  # (2K,)
@@ -287,7 +289,7 @@ def beam_search_batch(
             s_live = top.gather(1, pos)  # (n, K)
             keep = (~ended & valid).gather(1, pos)
             # 3) dropped once they cannot beat the best finished hypothesis
-            keep &= s_live.double() / lp_max[:, None] > best_done[:, None]
+            keep &= s_live.to(wide) / lp_max[:, None] > best_done[:, None]
             scores = s_live.masked_fill(~keep, -inf)
             order = parent.gather(1, pos)  # (n, K) the parent row of each survivor
             ys = torch.cat([ys[order.flatten()], toks.gather(1, pos).view(-1, 1)], 1)

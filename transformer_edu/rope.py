@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .devices import wide_float
+
 BASE = 10000.0  # as the sinusoids of the paper (chapter 3) and RoFormer
 
 
@@ -21,9 +23,10 @@ def rotary_angles(positions: Tensor, d_head: int, base: float = BASE) -> Tensor:
     """
     if d_head % 2:
         raise ValueError(f"RoPE rotates pairs of features: d_head={d_head} is odd")
-    two_i = torch.arange(0, d_head, 2, device=positions.device, dtype=torch.float64)
+    wide = wide_float(positions.device)  # float64, but float32 on MPS (it has none)
+    two_i = torch.arange(0, d_head, 2, device=positions.device, dtype=wide)
     freq = base ** (-two_i / d_head)  # (d_head / 2,): the sinusoids' frequencies
-    return (positions.double()[..., None] * freq).float()  # (..., d_head / 2)
+    return (positions.to(wide)[..., None] * freq).float()  # (..., d_head / 2)
 
 
 def apply_rotary(x: Tensor, positions: Tensor, base: float = BASE) -> Tensor:

@@ -10,15 +10,14 @@ bf16 autocast). ``recipe_for(device)``: the CPU's defaults, or the GPU's
 from __future__ import annotations
 
 import contextlib
-import functools
-import platform
-import re
 from dataclasses import dataclass, field
 
 import torch
 
-from .bench import cpu_name
 from .config import TransformerConfig
+from .devices import cpu_bf16_report as cpu_bf16_report  # chapter 12 imports it here
+from .devices import describe_machine_ja as describe_machine_ja  # chapter 12b too
+from .devices import native_bf16
 
 # The shipped model's sizes: chosen for 60 minutes on 2 CPU cores (see the chapter).
 # One 8,000-piece vocabulary for both languages, shared by the source and target
@@ -145,101 +144,12 @@ def configure_backends(device: torch.device) -> dict[str, bool]:
     }
 
 
-def _cpu_flag(name: str) -> bool:
-    check = getattr(torch.cpu, name, None)  # private helpers of torch >= 2.3
-    return bool(check()) if check else False
-
-
-@functools.cache
-def cpu_bf16_report() -> dict[str, str | bool]:
-    """What torch says about this CPU and bfloat16: its kernels' capability
-    (``AVX2``, ``AVX512``, ...), oneDNN's bf16 support (it respects
-    ``ONEDNN_MAX_CPU_ISA``) and, on x86-64, the AVX-512 BF16 and AMX instructions."""
-    report: dict[str, str | bool] = {
-        "capability": torch.backends.cpu.get_cpu_capability(),
-        "oneDNN bf16": torch.backends.mkldnn.is_available()
-        and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()),
-    }
-    if platform.machine().lower() in ("x86_64", "amd64", "i386", "i686"):
-        report["AVX-512 BF16"] = _cpu_flag("_is_avx512_bf16_supported")
-        report["AMX"] = _cpu_flag("_is_amx_tile_supported")
-    return report
-
-
-def native_bf16(device_type: str = "cpu") -> tuple[bool, str]:
-    """Whether ``device_type`` multiplies bfloat16 natively, and what torch said.
-
-    CPU: oneDNN (which runs the matmuls) must support bf16 and, on x86-64, the CPU
-    must have the AVX-512 BF16 or AMX instructions (oneDNN emulates bf16 with plain
-    AVX-512); on other CPUs (aarch64) oneDNN's answer is the CPU's BF16 extension.
-    CUDA: an Ampere or later GPU.
-    """
-    if device_type == "cuda":
-        ok = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-        return ok, f"CUDA bf16 {'supported' if ok else 'not supported'}"
-    report = cpu_bf16_report()
-    ok = bool(report["oneDNN bf16"])
-    if "AVX-512 BF16" in report:
-        ok = ok and bool(report["AVX-512 BF16"] or report["AMX"])
-    said = [f"torch's CPU capability {report['capability']}"] + [
-        f"{name} {_yes(bool(value))}"
-        for name, value in report.items()
-        if name != "capability"
-    ]
-    return ok, ", ".join(said)
-
-
-def _yes(flag: bool) -> str:
-    return "yes" if flag else "no"
-
-
-def describe_machine(threads: int | None = None) -> str:
-    """Where a figure was measured: the CPU's name, architecture, cores, torch threads
-    and what its vector units do (torch's CPU capability, native bf16)."""
-    import os
-
-    threads = threads or torch.get_num_threads()
-    bf16 = "native bf16" if native_bf16("cpu")[0] else "no native bf16"
-    return (
-        f"{cpu_name()} ({platform.machine()}, {os.cpu_count()} cores, {threads} torch "
-        f"thread{'s' if threads != 1 else ''}; {torch.backends.cpu.get_cpu_capability()}"
-        f", {bf16})"
-    )
-
-
-_DESCRIBED = re.compile(
-    r"(?P<name>.*) \((?P<arch>[^,]+), (?P<cores>\d+) cores, (?P<threads>\d+) torch "
-    r"threads?; (?P<capability>[^,]+), (?P<no>no )?native bf16\)"
-)
-
-
-def describe_machine_ja(described: str) -> str:
-    """``describe_machine()``'s text in Japanese, for the Japanese edition; a text in
-    another form (an older record's) with only its words translated."""
-    m = _DESCRIBED.fullmatch(described)
-    if m is None:
-        return (described.replace(", ", "、").replace(" cores", " コア")
-                .replace(" torch threads", " torch スレッド"))  # fmt: skip
-    bf16 = "bf16 はエミュレーション" if m["no"] else "bf16 をネイティブに演算"
-    return (f"{m['name']}（{m['arch']}、{m['cores']} コア、torch スレッド "
-            f"{m['threads']}、{m['capability']}、{bf16}）")  # fmt: skip
-
-
 def resolve_autocast(autocast: str | None, device: torch.device) -> str | None:
     """``"auto"`` made concrete for ``device``: ``"bf16"`` where it multiplies bf16
     natively (``native_bf16``), else None (float32); other settings as they are."""
     if autocast != "auto":
         return autocast
     return "bf16" if native_bf16(device.type)[0] else None
-
-
-def describe_device(device: str | torch.device) -> str:
-    """``describe_machine()`` for the CPU; a GPU's name and CUDA version for CUDA."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        return (f"{torch.cuda.get_device_name(device)} (CUDA {torch.version.cuda}, "
-                f"{torch.cuda.device_count()} visible)")  # fmt: skip
-    return describe_machine()
 
 
 def autocast_choice(autocast: str | None, device: torch.device) -> str:

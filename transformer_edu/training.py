@@ -13,14 +13,8 @@ from tqdm.auto import tqdm
 
 from .data import Pair, Vocab, batches, build_vocabs, load_corpus, make_batch
 from .decoding import greedy_decode
+from .devices import pick_device as pick_device  # chapter 12 imports it from here
 from .model import Transformer, make_model
-
-
-def pick_device(device: str | torch.device | None = None) -> torch.device:
-    """The device asked for, else CUDA when present, else the CPU."""
-    if device is not None:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
@@ -98,7 +92,7 @@ class TrainConfig:
     label_smoothing: float = 0.1  # ε of label smoothing
     seed: int = 0  # seeds the initial weights' dropout and the batch order
     eval_every: int = 0  # epochs between exact-match evaluations (0: only at the end)
-    device: str | None = None  # None: CUDA if available, else CPU
+    device: str | None = None  # None: CUDA, else MPS, else the CPU (pick_device)
 
 
 @dataclass
