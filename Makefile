@@ -16,7 +16,7 @@ JB_BUILD  := jupyter-book build . -W -n --keep-going --all
 PYTEST_ARGS ?= -q --durations=25
 TEST_WORKERS ?= 2
 
-.PHONY: book test lint clean demo student grade translations
+.PHONY: book test lint clean demo student grade translations pdf
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,12 @@ $(CHROMIUM):
 # (_build/html/ja/index.html), which reuses the execution cache (book/build.py).
 book: $(STAMP) $(NPM_STAMP)
 	$(VENV_PATH) $(PY) book/build.py
+
+# The printable edition, one PDF per edition from the book just built, printed by the
+# system Chromium (book/pdf.py: figures drawn as they stand, a title page, contents,
+# bookmarks, page numbers) -> _build/pdf/attention-from-the-inside.{en,ja}.pdf
+pdf: book $(CHROMIUM)
+	$(VENV_PATH) CHROMIUM=$(CHROMIUM) $(PY) book/pdf.py
 
 # After the English text changed: the English build (for the figures' strings), the
 # message templates, the catalogues brought up to date (new messages untranslated,

@@ -9,7 +9,8 @@
    - ``requirejs/require.js``  RequireJS, npm, which the ipywidgets manager needs;
    - ``html-manager/``         ``@jupyter-widgets/html-manager`` ``dist/`` (embed-amd.js
      and its Font Awesome files), npm;
-   - ``fonts/ipaexg.ttf``      IPAexGothic from matplotlib-fontja, used by
+   - ``fonts/ipaexg.ttf``      IPAexGothic from matplotlib-fontja (less the radicals'
+                               code points: ``write_cjk_font``), used by
      ``_static/custom.css`` so Japanese renders on machines with no CJK font;
    - ``anywidget/index.js``    anywidget's front end, npm (an AMD module: the widget
      manager loads the module ``anywidget`` through RequireJS, configured below);
@@ -43,6 +44,8 @@
    ``plotly_renderer``); a name for each ipywidgets slider (its label); myst-nb's
    "Show code cell source" toggles named by their visible text, and the bibliography
    a list of list items (both written here in place of myst-nb's and docutils' HTML).
+7. The dark mode: ``book/figure_theme.js`` on every page with a plotly figure gives
+   the figures the theme's colours in the dark mode and their own back in the light.
 
 ``python book/book_extension.py DEST`` copies the assets to DEST (for a look).
 """
@@ -73,6 +76,7 @@ ORT_FILES = ("ort.wasm.bundle.min.js", "ort-wasm-simd-threaded.wasm")  # the run
 TRANSLATOR_DIR = "translator"  # under _static: the exported ONNX graphs and JSON
 TATOEBA_DIR = "tatoeba"  # under _static: the Tatoeba model's int8 graphs, spm, JSON
 FIGURE_CONTROLS_JS = "figure_controls.js"  # under _static, from book/
+FIGURE_THEME_JS = "figure_theme.js"  # the figures follow the light / dark mode
 # Before require.js (500): plotly.js bundles built as UMD (2.x) register themselves
 # as an anonymous AMD module, not window.Plotly, when require.js is already there.
 # plotly.js 4 always sets window.Plotly; loading it first is right for both.
@@ -120,6 +124,26 @@ def sources() -> dict[str, Path]:
     }
 
 
+# CJK Radicals Supplement and Kangxi Radicals: IPAexGothic draws ⽬ (U+2F6C) and 目
+# (U+76EE) with one glyph, and Chromium's PDF writer maps a glyph back to the lowest
+# code point that has it, so a printed 目 copied or searched as ⽬ (make pdf)
+RADICALS = (0x2E80, 0x2FDF)
+
+
+def write_cjk_font(src: Path, dest: Path) -> None:
+    """IPAexGothic without the radicals' entries in its character map (RADICALS): each
+    of its glyphs then stands for the ideograph alone, in the page and in the printed
+    PDF's text. No page of the book writes a radical (tests/test_pdf.py)."""
+    from fontTools.ttLib import TTFont  # matplotlib's dependency
+
+    font = TTFont(src)
+    low, high = RADICALS
+    for table in font["cmap"].tables:
+        for code in [c for c in table.cmap if low <= c <= high]:
+            del table.cmap[code]
+    font.save(dest)
+
+
 def copy_assets(static_dir: Path) -> list[Path]:
     """Copy every vendored asset under ``static_dir``; returns what was written."""
     missing = [str(src) for src in sources().values() if not src.exists()]
@@ -136,6 +160,9 @@ def copy_assets(static_dir: Path) -> list[Path]:
         if src.is_dir():
             ignore = shutil.ignore_patterns("*.map")
             shutil.copytree(src, dest, dirs_exist_ok=True, ignore=ignore)
+        elif rel == CJK_FONT:
+            if not dest.exists() or dest.stat().st_size == src.stat().st_size:
+                write_cjk_font(src, dest)  # missing, or a plain copy of an older build
         elif not dest.exists() or dest.stat().st_size != src.stat().st_size:
             shutil.copy2(src, dest)
         written.append(dest)
@@ -257,7 +284,8 @@ def _builder_inited(app) -> None:
     if app.builder.format == "html":
         static = Path(app.outdir) / "_static"
         copy_assets(static)
-        shutil.copy2(Path(__file__).with_name(FIGURE_CONTROLS_JS), static)
+        for script in (FIGURE_CONTROLS_JS, FIGURE_THEME_JS):
+            shutil.copy2(Path(__file__).with_name(script), static)
         english = ROOT / "_build" / "html" / "_static"
         if os.environ.get(EDITION_ENV) and (english / TRANSLATOR_DIR).is_dir():
             # the Japanese edition serves the graphs the English build exported
@@ -354,6 +382,7 @@ def _html_page_context(app, pagename, templatename, context, doctree) -> None:
         app.add_js_file(PLOTLY_JS, priority=PLOTLY_PRIORITY)
         app.add_js_file(None, body=PLOTLY_FILE_LINKS, priority=PLOTLY_PRIORITY + 2)
         app.add_js_file(FIGURE_CONTROLS_JS, priority=PLOTLY_PRIORITY + 3)
+        app.add_js_file(FIGURE_THEME_JS, priority=PLOTLY_PRIORITY + 3)
         if CJK.search(body):
             app.add_js_file(
                 None, body=PLOTLY_WAITS_FOR_FONT, priority=PLOTLY_PRIORITY + 1
