@@ -72,6 +72,27 @@
     }, obj);
   }
 
+  // For each part of a figure: the attributes under it the dark mode sets, and the
+  // palette colour each takes. The menus stay light buttons with dark labels: plotly
+  // paints the chosen and the hovered entry a fixed near-white (#F4FAFF) that no
+  // layout key changes, so a light label would not read there; the other entries
+  // take the theme's text colour as their ground, darker than the chosen one.
+  var PARTS = {
+    axis: {gridcolor: "border", zerolinecolor: "muted", linecolor: "muted",
+           tickcolor: "muted", "tickfont.color": "text", "title.font.color": "text"},
+    slider: {bgcolor: "surface", activebgcolor: "muted", bordercolor: "border",
+             tickcolor: "muted", "font.color": "text", "currentvalue.font.color": "text"},
+    menu: {bgcolor: "text", bordercolor: "muted", "font.color": "background"},
+    colorbar: {"tickfont.color": "text", "title.font.color": "text",
+               outlinecolor: "border"},
+  };
+
+  function setPart(want, prefix, part, p) {
+    Object.keys(PARTS[part]).forEach(function (key) {
+      want[prefix + key] = p[PARTS[part][key]];
+    });
+  }
+
   // The layout attributes the dark mode sets, and the value each takes there.
   function layoutWanted(gd, p) {
     var full = gd._fullLayout, layout = gd.layout, want = {};
@@ -82,13 +103,15 @@
     want["legend.font.color"] = p.text;
     want["legend.bgcolor"] = "rgba(0,0,0,0)";
     want["legend.title.font.color"] = p.text;
-    Object.keys(full).filter(function (k) { return AXIS.test(k); }).forEach(function (ax) {
-      want[ax + ".gridcolor"] = p.border;
-      want[ax + ".zerolinecolor"] = p.muted;
-      want[ax + ".linecolor"] = p.muted;
-      want[ax + ".tickcolor"] = p.muted;
-      want[ax + ".tickfont.color"] = p.text;
-      want[ax + ".title.font.color"] = p.text;
+    Object.keys(full).forEach(function (k) {
+      if (AXIS.test(k)) setPart(want, k + ".", "axis", p);
+      if (/^coloraxis\d*$/.test(k)) setPart(want, k + ".colorbar.", "colorbar", p);
+    });
+    (layout.sliders || []).forEach(function (s, i) {
+      setPart(want, "sliders[" + i + "].", "slider", p);
+    });
+    (layout.updatemenus || []).forEach(function (m, i) {
+      setPart(want, "updatemenus[" + i + "].", "menu", p);
     });
     (layout.annotations || []).forEach(function (a, i) {
       var c = get(a, "font.color");
@@ -97,31 +120,6 @@
         want["annotations[" + i + "].arrowcolor"] = p.muted;
       }
     });
-    (layout.sliders || []).forEach(function (s, i) {
-      var k = "sliders[" + i + "].";
-      want[k + "bgcolor"] = p.surface;
-      want[k + "activebgcolor"] = p.muted;
-      want[k + "bordercolor"] = p.border;
-      want[k + "tickcolor"] = p.muted;
-      want[k + "font.color"] = p.text;
-      want[k + "currentvalue.font.color"] = p.text;
-    });
-    // The menus stay light buttons with dark labels: plotly paints the chosen and
-    // the hovered entry a fixed near-white (#F4FAFF) that no layout key changes, so a
-    // light label would not read there. The others take the theme's text colour as
-    // their ground, darker than the chosen one.
-    (layout.updatemenus || []).forEach(function (m, i) {
-      var k = "updatemenus[" + i + "].";
-      want[k + "bgcolor"] = p.text;
-      want[k + "bordercolor"] = p.muted;
-      want[k + "font.color"] = p.background;
-    });
-    Object.keys(full).filter(function (k) { return /^coloraxis\d*$/.test(k); })
-      .forEach(function (k) {
-        want[k + ".colorbar.tickfont.color"] = p.text;
-        want[k + ".colorbar.title.font.color"] = p.text;
-        want[k + ".colorbar.outlinecolor"] = p.border;
-      });
     (layout.shapes || []).forEach(function (s, i) {
       var c = get(s, "line.color");
       if (c != null && dim(c)) want["shapes[" + i + "].line.color"] = p.text;
@@ -137,9 +135,7 @@
       if (dim(get(trace, key))) want[key] = p.text;
     });
     if (trace.showscale !== false && /heatmap|contour|surface/.test(trace.type || "")) {
-      want["colorbar.tickfont.color"] = p.text;
-      want["colorbar.title.font.color"] = p.text;
-      want["colorbar.outlinecolor"] = p.border;
+      setPart(want, "colorbar.", "colorbar", p);
     }
     return want;
   }
