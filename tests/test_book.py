@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -359,27 +360,31 @@ def _click_center(tab, locator) -> None:
     tab.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
 
 
-def _settle(tab, i, kind, k, want) -> bool:
-    """Wait until control k of figure i reports ``want`` as its active entry."""
+def _picture(tab, i):
+    """Figure i's picture as values: an update may write the same layout in another
+    key order."""
+    return json.loads(tab.evaluate(PICTURE_JS, i))
+
+
+def _settle(tab, i, kind, k, want, picture=None, same: bool = False) -> bool:
+    """Wait until control k of figure i reports ``want`` as its active entry; then,
+    given ``picture`` (the figure's picture before the step or pick), up to 3 s until
+    the figure's picture equals it (``same``) or differs from it: on a loaded machine
+    the redraw can take longer than the 50 ms after the event, and a picture read
+    mid-redraw is neither. The caller reads the picture again and judges it, so a
+    figure that never changes still fails."""
     js = f"(i) => ({CONTROLS_JS})(i).{kind}[{k}].active === {want}"
     try:
         tab.wait_for_function(js, arg=i, timeout=3_000)
     except Exception:
         return False
     tab.wait_for_timeout(50)  # the redraw after the control's event
+    deadline = time.monotonic() + 3.0
+    while picture is not None and time.monotonic() < deadline:
+        if (_picture(tab, i) == picture) == same:
+            break
+        tab.wait_for_timeout(50)
     return True
-
-
-def _redrawn(tab, i, start: str, same: bool) -> None:
-    """Wait (up to 3 s) until figure i's picture equals ``start`` (``same``) or differs
-    from it: on a loaded machine the redraw after a slider's step can take longer than
-    the 50 ms ``_settle`` allows, and a picture read mid-redraw is neither. The caller
-    reads the picture again and judges it, so a figure that never changes still fails."""
-    js = f"([i, s, same]) => (({PICTURE_JS})(i) === s) === same"
-    try:
-        tab.wait_for_function(js, arg=[i, start, same], timeout=3_000)
-    except Exception:
-        pass
 
 
 def _move_slider(tab, fig, i, k, slider) -> list[str]:
@@ -400,15 +405,13 @@ def _move_slider(tab, fig, i, k, slider) -> list[str]:
         t = ticks.nth(step).bounding_box()
         return t["x"] + t["width"] / 2
 
-    start = tab.evaluate(PICTURE_JS, i)
+    start = _picture(tab, i)
     tab.mouse.click(tick_x(far), y)
-    moved = _settle(tab, i, "sliders", k, far)
-    _redrawn(tab, i, start, same=False)
-    end = tab.evaluate(PICTURE_JS, i)
+    moved = _settle(tab, i, "sliders", k, far, start, same=False)
+    end = _picture(tab, i)
     tab.mouse.click(tick_x(home), y)
-    back = _settle(tab, i, "sliders", k, home)
-    _redrawn(tab, i, start, same=True)
-    again = tab.evaluate(PICTURE_JS, i)
+    back = _settle(tab, i, "sliders", k, home, start, same=True)
+    again = _picture(tab, i)
     if not (moved and back):
         return [f"figure {i}: slider {k + 1} did not move"]
     if end == start:
@@ -428,12 +431,12 @@ def _menu_entries(tab, fig, k, menu):
     return group.locator(".updatemenu-button")
 
 
-def _pick(tab, fig, i, k, menu, entry) -> bool:
+def _pick(tab, fig, i, k, menu, entry, picture=None, same=False) -> bool:
     entries = _menu_entries(tab, fig, k, menu)
     if entries.count() != menu["n"]:
         return False
     _click_center(tab, entries.nth(entry))
-    return _settle(tab, i, "menus", k, entry)
+    return _settle(tab, i, "menus", k, entry, picture, same)
 
 
 def _move_menu(tab, fig, i, k, menu) -> list[str]:
@@ -443,12 +446,12 @@ def _move_menu(tab, fig, i, k, menu) -> list[str]:
     order = [e for e in range(n) if e != first]
     if len(order) > 12:
         order = [order[0], order[-1]]
-    # the pictures as values: an update may write the same layout in another key order
-    start = before = json.loads(tab.evaluate(PICTURE_JS, i))
+    start = before = _picture(tab, i)
     for entry in [*order, first]:
-        if not _pick(tab, fig, i, k, menu, entry):
+        back = entry == first  # the last pick: the opening picture again
+        if not _pick(tab, fig, i, k, menu, entry, start if back else before, back):
             return [f"figure {i}: menu {k + 1} entry {entry + 1} could not be picked"]
-        now = json.loads(tab.evaluate(PICTURE_JS, i))
+        now = _picture(tab, i)
         if now == before:
             return [f"figure {i}: menu {k + 1} entry {entry + 1} changes nothing"]
         before = now
