@@ -66,7 +66,7 @@ def test_doctor_names_a_missing_module_and_fails(tmp_path):
     assert len(failed) == 1 and failed[0].startswith(
         "[FAIL] sentencepiece: not importable"
     )
-    assert "simulated" in failed[0] and "chapters 2, 12, 12b" in failed[0]
+    assert "simulated" in failed[0] and "real-Japanese model" in failed[0]
     after = done.stdout.split(failed[0])[1].splitlines()[1].strip()
     assert after.startswith("fix: pip install -r requirements.txt")
     assert done.stdout.rstrip().endswith(
