@@ -46,14 +46,27 @@ EDITION_NAME = {"en": "English edition", "ja": "日本語版"}
 MARGIN = {"top": "14mm", "bottom": "16mm", "left": "13mm", "right": "13mm"}
 VIEWPORT = {"width": 760, "height": 1000}
 
-# Waits for fonts and MathJax, draws each plotly figure into a PNG of its current
-# state, drops links to the local server (they would be dead on paper; links within
+# Waits for fonts, MathJax and the widgets, draws each plotly figure into a PNG of its
+# current state, drops links to the local server (they would be dead on paper; links within
 # the page stay, as PDF links), and returns what the page holds.
 PREPARE_JS = r"""async () => {
+  const sleep = ms => new Promise(r => setTimeout(r, ms));
+  const until = async (ok, ms) => {
+    for (const end = Date.now() + ms; !ok() && Date.now() < end;) await sleep(200);
+  };
   await document.fonts.ready;
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
     await MathJax.startup.promise;
   }
+  // the widgets drawn, and done with what they do on opening (the translator loads
+  // its model and translates its first sentence): printed as the page opens them
+  const views = [...document.querySelectorAll(
+    'script[type="application/vnd.jupyter.widget-view+json"]')];
+  await until(() => views.every(v => v.previousElementSibling
+    && v.previousElementSibling.querySelector(".lm-Widget")), 30000);
+  await sleep(300);
+  await until(() => !document.querySelector(
+    '[data-state="busy"], [data-state="loading"]'), 60000);
   const Plotly = window.Plotly || (window.require && await new Promise(
     ok => window.require(["plotly"], ok, () => ok(null))));
   const figs = [...document.querySelectorAll("div.plotly-graph-div.js-plotly-plot")];

@@ -3,7 +3,8 @@
 `make pdf` prints every page of both editions (about 450 pages each, three minutes
 on two cores); this test prints the same way a sample that holds each kind of thing
 the book has (the intro: the cover and contents, a figure; chapter 4: plotly figures
-with sliders and menus, display maths, code and its outputs; the glossary: a table),
+with sliders and menus, display maths, code and its outputs; chapter 10: the
+translator widget, which runs the model in the page; the glossary: a table),
 in both editions, through the command, and reads the PDFs with pypdf:
 
 - the pages: the title page and contents first, then each book page from the first
@@ -31,7 +32,8 @@ from sync_colab import toc_files
 pytestmark = pytest.mark.book
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE = ["intro", "chapters/04_scaled_dot_product_attention", "glossary"]
+SAMPLE = ["intro", "chapters/04_scaled_dot_product_attention",
+          "chapters/10_decoding_and_attention", "glossary"]  # fmt: skip
 
 
 def text_of(page) -> str:
@@ -124,6 +126,22 @@ def test_japanese_is_text_in_an_embedded_japanese_font(printed):
                 if desc is not None and "/FontFile2" in desc.get_object():
                     fonts.add(str(f["/BaseFont"]).split("+")[-1])
     assert "IPAexGothic" in fonts, fonts
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_translator_is_printed_done_not_loading(printed, lang):
+    """The widget that runs the model in the page is printed once it has translated
+    its first sentence, not while it loads."""
+    from pypdf import PdfReader
+
+    path, meta = printed[lang]
+    chapter = meta["book_pages"][2]
+    reader = PdfReader(path)
+    first = chapter["first"] - 1
+    text = " ".join(text_of(p) for p in reader.pages[first : first + chapter["pages"]])
+    assert "I am Taro" in text
+    for busy in ("loading the model", "translating…", "読み込み中", "翻訳中"):
+        assert busy not in text, busy
 
 
 def test_code_and_maths_are_there_as_text(printed):
