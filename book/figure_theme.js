@@ -196,37 +196,39 @@
     return Array.prototype.slice.call(document.querySelectorAll("div.js-plotly-plot"));
   }
 
+  // A figure seen for the first time is recoloured for the mode, and again after
+  // each redraw of its own in the dark (a step or a choice may put its colours back).
+  // The page's other changes (a figure's own redraws included) need nothing more:
+  // the subtree observer below only looks for figures not seen yet.
   var hooked = new WeakSet();
-  function follow() {
+  function hookNew() {
     figures().forEach(function (gd) {
-      if (!gd._fullLayout) return;
-      if (!hooked.has(gd) && gd.on) {
-        hooked.add(gd);
-        // a step or a choice may redraw with the figure's own colours
-        ["plotly_afterplot", "plotly_animated"].forEach(function (ev) {
-          gd.on(ev, function () { if (isDark()) recolour(gd); });
-        });
-      }
+      if (!gd._fullLayout || !gd.on || hooked.has(gd)) return;
+      hooked.add(gd);
+      ["plotly_afterplot", "plotly_animated"].forEach(function (ev) {
+        gd.on(ev, function () { if (isDark()) recolour(gd); });
+      });
       recolour(gd);
     });
   }
 
-  // for the tests and for book/pdf.py: every figure recoloured for the mode now
+  // for the tests: every figure recoloured for the mode now
   window.teduFiguresFollowTheme = function () {
+    hookNew();
     return Promise.all(figures().map(recolour));
   };
 
-  new MutationObserver(follow).observe(document.documentElement,
-                                       {attributes: true, attributeFilter: ["data-theme"]});
+  new MutationObserver(window.teduFiguresFollowTheme).observe(
+    document.documentElement, {attributes: true, attributeFilter: ["data-theme"]});
   var pending = false;
   new MutationObserver(function () {
     if (pending) return;
     pending = true;
-    requestAnimationFrame(function () { pending = false; follow(); });
+    requestAnimationFrame(function () { pending = false; hookNew(); });
   }).observe(document.documentElement, {childList: true, subtree: true});
   if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", follow);
+    document.addEventListener("DOMContentLoaded", hookNew);
   } else {
-    follow();
+    hookNew();
   }
 })();

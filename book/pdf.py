@@ -37,8 +37,8 @@ BUILD = ROOT / "_build" / "html"
 OUT = ROOT / "_build" / "pdf"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 STEM = "attention-from-the-inside"
-# (folder of the built edition, language); titles are read from the pages themselves
-EDITIONS = {"en": (BUILD, "en"), "ja": (BUILD / "ja", "ja")}
+# the built edition's folder; titles are read from the pages themselves
+EDITIONS = {"en": BUILD, "ja": BUILD / "ja"}
 CONTENTS = {"en": "Contents", "ja": "目次"}
 EDITION_NAME = {"en": "English edition", "ja": "日本語版"}
 # A4 with the margins of the book's print style; the viewport is about the printed
@@ -67,8 +67,6 @@ PREPARE_JS = r"""async () => {
   await sleep(300);
   await until(() => !document.querySelector(
     '[data-state="busy"], [data-state="loading"]'), 60000);
-  const Plotly = window.Plotly || (window.require && await new Promise(
-    ok => window.require(["plotly"], ok, () => ok(null))));
   const figs = [...document.querySelectorAll("div.plotly-graph-div.js-plotly-plot")];
   let drawn = 0;
   for (const gd of figs) {
@@ -95,9 +93,7 @@ PREPARE_JS = r"""async () => {
   const main = document.querySelector("main") || document.body;
   const h1 = main.querySelector("h1");
   const title = h1 ? h1.textContent.replace(/[#¶]\s*$/, "").trim() : document.title;
-  const images = [...main.querySelectorAll("img")]
-    .filter(i => i.getClientRects().length && !i.closest("header, nav")).length;
-  return {title, figures: figs.length, drawn, images};
+  return {title, figures: figs.length, drawn};
 }"""
 
 TITLE_PAGE = """<!doctype html><html lang="{lang}"><head><meta charset="utf-8">
@@ -132,17 +128,25 @@ def book_pages(pages: list[str] | None = None) -> list[str]:
     return list(pages) if pages else toc_files(ROOT)
 
 
-def _print(tab, url: str) -> tuple[bytes, dict]:
+def _read(pdf: bytes):
+    from pypdf import PdfReader
+
+    return PdfReader(io.BytesIO(pdf))
+
+
+def _print(tab, url: str) -> tuple[object, dict]:
+    """Page ``url`` printed (a PdfReader of it), and what PREPARE_JS found there."""
     tab.goto(url, wait_until="load")
     info = tab.evaluate(PREPARE_JS)
     if info["drawn"] != info["figures"]:
         raise RuntimeError(f"{url}: drew {info['drawn']} of {info['figures']} figures")
     pdf = tab.pdf(format="A4", print_background=True, margin=MARGIN,
                   outline=False, tagged=True)  # fmt: skip
-    return pdf, info
+    return _read(pdf), info
 
 
-def _title_pdf(tab, base: str, lang: str, title: str, entries: list[tuple[str, int]]) -> bytes:  # fmt: skip
+def _title_pdf(tab, base: str, lang: str, title: str, entries: list[tuple[str, int]]):  # fmt: skip
+    """The title page and the contents, as a PdfReader."""
     items = "".join(
         f'<li><span class="t">{html.escape(t)}</span><span class="dots"></span>'
         f'<span class="n">{n}</span></li>'
@@ -154,68 +158,68 @@ def _title_pdf(tab, base: str, lang: str, title: str, entries: list[tuple[str, i
         edition=EDITION_NAME[lang], made=made, contents=CONTENTS[lang], entries=items,
     ))  # fmt: skip
     tab.evaluate("document.fonts.ready.then(() => true)")
-    return tab.pdf(format="A4", print_background=True, margin=MARGIN)
+    return _read(tab.pdf(format="A4", print_background=True, margin=MARGIN))
 
 
-def _numbers_pdf(tab, n: int, first: int) -> bytes:
-    """n pages, each with its page number (counting from ``first``) at the bottom."""
-    pages = "".join(f"<div><span>{first + i}</span></div>" for i in range(n))
+def _numbers_pdf(tab, n: int):
+    """n pages, each with its page number (1 to n) at the bottom, as a PdfReader."""
+    pages = "".join(f"<div><span>{i}</span></div>" for i in range(1, n + 1))
     tab.set_content(NUMBERS_PAGE.format(pages=pages))
-    return tab.pdf(format="A4", margin={"top": "0", "bottom": "0", "left": "0",
-                                         "right": "0"}, prefer_css_page_size=True)  # fmt: skip
+    return _read(tab.pdf(format="A4", margin={"top": "0", "bottom": "0", "left": "0",
+                                               "right": "0"}, prefer_css_page_size=True))  # fmt: skip
 
 
-def build_edition(lang: str, pages: list[str], out_dir: Path = OUT) -> Path:
-    """Print every page of edition ``lang``, join them, number them; the PDF's path."""
+def build_edition(
+    lang: str, pages: list[str], out_dir: Path = OUT
+) -> tuple[Path, dict]:
+    """Print every page of edition ``lang``, join them, number them; the PDF's path
+    and the record written beside it."""
     from playwright.sync_api import sync_playwright
-    from pypdf import PdfReader, PdfWriter
+    from pypdf import PdfWriter
 
-    folder, _ = EDITIONS[lang]
+    folder = EDITIONS[lang]
     if not (folder / "index.html").is_file():
         raise SystemExit(f"no built book at {folder}: run `make book` first")
     out_dir.mkdir(parents=True, exist_ok=True)
-    printed: list[tuple[str, bytes, dict]] = []
+    printed: list[tuple[str, object, dict]] = []  # (page, its PdfReader, its info)
     with serve(folder) as base, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM)
         try:
             tab = browser.new_page(viewport=VIEWPORT, locale=lang)
             for page in pages:
                 started = time.perf_counter()
-                pdf, info = _print(tab, f"{base}{page}.html")
-                printed.append((page, pdf, info))
-                n = len(PdfReader(io.BytesIO(pdf)).pages)
-                print(f"{lang} {page}: {n} pages, {info['figures']} figures "
+                reader, info = _print(tab, f"{base}{page}.html")
+                printed.append((page, reader, info))
+                print(f"{lang} {page}: {len(reader.pages)} pages, {info['figures']} figures "
                       f"({time.perf_counter() - started:.1f} s)", flush=True)  # fmt: skip
             book_title = printed[0][2]["title"] if printed else ""
             # the title page and contents: laid out once to learn how many pages they
             # take, then again with the page numbers that follow from it
-            counts = [len(PdfReader(io.BytesIO(pdf)).pages) for _, pdf, _ in printed]
+            counts = [len(reader.pages) for _, reader, _ in printed]
             front = 0
             while True:
                 starts = [front + 1 + sum(counts[:i]) for i in range(len(counts))]
                 entries = [(info["title"], s) for (_, _, info), s in zip(printed, starts, strict=True)]  # fmt: skip
                 title_pdf = _title_pdf(tab, base, lang, book_title, entries)
-                pages_front = len(PdfReader(io.BytesIO(title_pdf)).pages)
+                pages_front = len(title_pdf.pages)
                 if pages_front == front:
                     break
                 front = pages_front
             total = front + sum(counts)
-            numbers = PdfReader(io.BytesIO(_numbers_pdf(tab, total, 1)))
+            numbers = _numbers_pdf(tab, total)
         finally:
             browser.close()
     if len(numbers.pages) != total:
         raise RuntimeError(f"the page-number strip has {len(numbers.pages)} pages, "
                            f"not {total}")  # fmt: skip
     writer = PdfWriter()
-    writer.append(PdfReader(io.BytesIO(title_pdf)))
+    writer.append(title_pdf)
     record = []
-    for (page, pdf, info), start in zip(printed, starts, strict=True):
-        reader = PdfReader(io.BytesIO(pdf))
+    for (page, reader, info), start in zip(printed, starts, strict=True):
         writer.append(reader)
         writer.add_outline_item(title=info["title"], page_number=start - 1)
         record.append({"page": page, "title": info["title"], "first": start,
-                       "pages": len(reader.pages), "figures": info["figures"],
-                       "images": info["images"]})  # fmt: skip
+                       "pages": len(reader.pages), "figures": info["figures"]})  # fmt: skip
     for i, page in enumerate(writer.pages):
         if i >= 1:  # the cover has no number
             page.merge_page(numbers.pages[i])
@@ -228,7 +232,7 @@ def build_edition(lang: str, pages: list[str], out_dir: Path = OUT) -> Path:
     meta = {"edition": lang, "title": book_title, "pages": total, "front": front,
             "book_pages": record}  # fmt: skip
     path.with_suffix(".json").write_text(json.dumps(meta, ensure_ascii=False, indent=1))
-    return path
+    return path, meta
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -240,8 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     for lang in args.edition or sorted(EDITIONS):
         started = time.perf_counter()
-        path = build_edition(lang, book_pages(args.pages), args.out)
-        meta = json.loads(path.with_suffix(".json").read_text())
+        path, meta = build_edition(lang, book_pages(args.pages), args.out)
         print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: "
               f"{meta['pages']} pages ({time.perf_counter() - started:.0f} s)")  # fmt: skip
     return 0

@@ -140,7 +140,7 @@ def check_device() -> list[Check]:
     """The device the chapters will train on (``pick_device``) and what it does."""
     import torch
 
-    from .devices import mps_available, pick_device
+    from .devices import pick_device
 
     device = pick_device()
     if device.type == "cuda":
@@ -149,7 +149,7 @@ def check_device() -> list[Check]:
         return [Check(OK, "device", f"CUDA: {torch.cuda.get_device_name(device)} "
                       f"(compute capability {major}.{minor}, {bf16}; CUDA "
                       f"{torch.version.cuda})")]  # fmt: skip
-    if device.type == "mps" or mps_available():
+    if device.type == "mps":
         return [Check(WARN, "device", "MPS (Apple Silicon): chosen, but this project's "
                       "tests and recorded margins ran on CPUs and CUDA only",
                       "if a chapter's assert fails on MPS, run it with DEVICE = 'cpu' "
