@@ -3,7 +3,8 @@ a class is, and each trick that once fooled the grader (issue 34), on top of the
 unsolved student edition, so that a trick that works shows as points.
 
 ``build(folder, grades)`` writes them all; ``HOLES`` names the tricks and
-``EXPECTED_HONEST`` what the honest ones should score.
+``EXPECTED_HONEST`` what the honest ones should score. ``class_of_200`` holds those of
+issue 45 (points not earned, a run stopped, time, honest work lost).
 """
 
 from __future__ import annotations
@@ -504,3 +505,275 @@ def compact(answers: dict[str, str]) -> dict:
         cell.metadata["exercises"] = [e.id for e in defined]
         nb.cells.append(cell)
     return json.loads(nbformat.writes(nb))
+
+
+# --- a class of 200 (issue 45): each graded between two honest classmates ----------------
+
+# A torch class the answer says it is: the judge once rebuilt torch's own class from the
+# description and ran its forward in the grader's process, unwatched
+CLAIMS_TORCH = """\
+import torch
+from torch import nn
+
+class MyLayerNorm(nn.Module):
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+        self.eps = eps
+        self.normalized_shape = (d_model,)
+        self.elementwise_affine = True
+
+    def forward(self, x):
+        return x
+
+MyLayerNorm.__module__ = "torch.nn.modules.normalization"
+MyLayerNorm.__qualname__ = "LayerNorm"
+"""
+
+# A reference the watch knows but no exercise forbids (a scaling exercise's), handed an
+# object whose arithmetic runs the real answer: while a watched reference ran, the watch
+# once ignored every call.
+INSIDE_A_REFERENCE = """\
+from transformer_edu.scaling import layer_params
+
+class _Runs:
+    def __init__(self, fn):
+        self.fn = fn
+    def __mul__(self, other):
+        self.out = self.fn()
+        return 0
+    __rmul__ = __mul__
+    def __add__(self, other):
+        return 0
+    __radd__ = __add__
+
+def _inside(fn):
+    box = _Runs(fn)
+    layer_params(box, box, False)
+    return box.out
+"""
+
+# torch's own handler for a call runs with torch's function modes off: an object whose
+# __index__ torch.zeros reads once ran torch's builtins unseen
+INSIDE_THE_HANDLER = """\
+import math
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+class _Index:
+    def __init__(self, fn):
+        self.fn = fn
+    calls = 0
+
+    def __index__(self):  # torch.zeros reads it twice, then three times in its handler
+        self.calls += 1
+        if self.calls == 3:
+            self.out = self.fn()
+        return 1
+
+def _inside(fn):
+    box = _Index(fn)
+    torch.zeros(box)
+    return box.out
+
+def embed(tokens, weight, pad_idx):
+    x = _inside(lambda: torch.embedding(weight, tokens)) * math.sqrt(weight.size(1))
+    return x.masked_fill((tokens == pad_idx)[..., None], 0.0)
+
+def attention(q, k, v, mask=None):
+    return _inside(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+
+class MyLayerNorm(nn.Module):
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+        self.eps = eps
+
+    def forward(self, x):
+        return _inside(lambda: torch.layer_norm(x, x.shape[-1:], self.weight,
+                                                self.bias, self.eps))
+"""
+
+# the chapter's notebook, solutions and all, read from the repository the grader runs
+READS_SOLUTIONS = """\
+import json
+import pathlib
+import transformer_edu
+
+def _solutions():
+    root = pathlib.Path(transformer_edu.__file__).resolve().parents[1]
+    nb = json.loads((root / "chapters" / "11_exercises.ipynb").read_text())
+    found = {}
+    exec("import math; import torch; from torch import nn; "
+         "import torch.nn.functional as F", found)  # the chapter's imports
+    for cell in nb["cells"]:
+        if "solution" in cell.get("metadata", {}).get("tags", []):
+            code = "".join(cell["source"]).replace("assert check_", "check_")
+            try:
+                exec(code, found)
+            except Exception:
+                pass
+    return found
+
+_SOLVED = _solutions()
+"""
+
+
+def _inside_answers(prelude: str) -> dict[str, str]:
+    """Every exercise's forbidden answer, called through ``_inside`` (from ``prelude``)."""
+    forbidden, _ = forbidden_answers()
+    answers = {}
+    for name, code in forbidden.items():
+        code = re.sub(rf"^(def|class) {name}\b", rf"\1 _ref_{name}", code, flags=re.M)
+        if code.lstrip().startswith("class") or "\nclass " in code:
+            wrapper = (
+                f"class {name}(_ref_{name}):\n"
+                "    def __init__(self, *a, **k):\n"
+                f"        _inside(lambda: super({name}, self).__init__(*a, **k))\n"
+                "    def forward(self, *a, **k):\n"
+                f"        return _inside(lambda: super({name}, self).forward(*a, **k))\n"
+            )
+        else:
+            wrapper = (f"def {name}(*a, **k):\n"
+                       f"    return _inside(lambda: _ref_{name}(*a, **k))\n")  # fmt: skip
+        answers[name] = f"{code}\n\n{wrapper}"
+    answers[EXERCISES[0].name] = prelude + "\n\n" + answers[EXERCISES[0].name]
+    return answers
+
+
+def _solution_lookups() -> dict[str, str]:
+    """Each answer bound to the chapter's solution of the same exercise, read at
+    grading time (the names as ``solved`` renames them)."""
+    pairs = re.findall(r'"(\w+)": "(\w+)"', inspect.getsource(solved))
+    answers = {
+        new: f"{new} = _SOLVED[{old!r}]\n"
+        if new[0].isupper()  # a class
+        else f"def {new}(*a, **k):\n    return _SOLVED[{old!r}](*a, **k)\n"
+        for old, new in pairs
+    }
+    first = EXERCISES[0].name
+    answers[first] = READS_SOLUTIONS + "\n\n" + answers[first]
+    return answers
+
+
+NAME_RAISES = """\
+import torch
+
+class _Named:
+    @property
+    def __name__(self):
+        raise KeyError("no name")
+    def __call__(self, T):
+        return torch.ones(T, T, dtype=torch.bool).tril()
+
+look_ahead_mask = _Named()
+"""
+
+PATCHES_STDOUT = """\
+import sys
+
+def dot_score(query, keys,
+              _=setattr(type(sys.stdout), "take", lambda self: "a lot")):
+    return query @ keys.transpose(1, 2)  # (B, T, S)
+"""
+
+FILLS_THE_DISK = """\
+import torch
+
+def look_ahead_mask(T):
+    made = 0
+    try:
+        for i in range(2000):  # 2 GB, if nothing stops it
+            with open(f"filler{i}", "wb") as f:
+                f.write(b"x" * (1 << 20))
+            made += 1
+    except OSError:
+        pass
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    return mask if made < 100 else ~mask  # right only where the grader stopped it
+"""
+
+DESCRIBE_HANGS = """\
+import torch
+
+class _Hangs:
+    @property
+    def __class__(self):
+        while True:
+            pass
+    def __call__(self, T):
+        return torch.ones(T, T, dtype=torch.bool).tril()
+
+look_ahead_mask = _Hangs()
+"""
+
+CALLS_ITSELF = """\
+def dot_score(query, keys):
+    return dot_score(query, keys)  # meant: the helper of the cell above
+"""
+
+
+def _with_dataclass(beam: str) -> str:
+    head, body = beam.split("\n", 1)
+    return (
+        "from dataclasses import dataclass\n\n@dataclass\nclass Hyp:\n"
+        "    tokens: list\n    score: float\n\n"
+        f"{head}\n    Hyp(tokens=[1], score=0.0)\n{body}"
+    )
+
+
+def _aliased(layer_norm: str) -> str:
+    """The answer class made by a function, under another name (bound to the
+    exercise's name only in the notebook's namespace)."""
+    code = layer_norm.split("\n\nassert check_")[0].replace("MyLayerNorm", "LayerNorm2")
+    return (
+        "def _layer_norm_class():\n"
+        + textwrap.indent(code, "    ")
+        + "\n    return LayerNorm2\n\n\nMyLayerNorm = _layer_norm_class()\n"
+    )
+
+
+CONTINUED = """\
+def lr_at(step, d_model, warmup):
+    step = (step
+            % 10**12)  # a line IPython reads as the expression's, not a magic
+    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+"""
+
+
+def class_of_200() -> dict[str, dict]:
+    """The submissions of issue 45, by the name they are graded under."""
+    everything = solved()
+    return {
+        "pts_inside_a_reference": with_answers(_inside_answers(INSIDE_A_REFERENCE)),
+        "pts_inside_the_handler": with_answers(
+            {**everything, "embed": INSIDE_THE_HANDLER}
+            | {"attention": "", "MyLayerNorm": ""}
+        ),
+        "pts_reads_the_solutions": with_answers(_solution_lookups()),
+        "pts_claims_a_torch_class": with_answers(
+            {**everything, "MyLayerNorm": CLAIMS_TORCH}
+        ),
+        "run_name_raises": with_answers({**everything, "look_ahead_mask": NAME_RAISES}),
+        "run_patches_stdout": with_answers({**everything, "dot_score": PATCHES_STDOUT}),
+        "run_fills_the_disk": with_answers(
+            {**everything, "look_ahead_mask": FILLS_THE_DISK}
+        ),
+        "time_describe_hangs": with_answers(
+            {**everything, "look_ahead_mask": DESCRIBE_HANGS}
+        ),
+        "honest_calls_itself": with_answers({**everything, "dot_score": CALLS_ITSELF}),
+        "honest_dataclass": with_answers(
+            {**everything, "beam": _with_dataclass(everything["beam"])}
+        ),
+        "honest_alias": with_answers(
+            {**everything, "MyLayerNorm": _aliased(everything["MyLayerNorm"])}
+        ),
+        "honest_continued_line": with_answers({**everything, "lr_at": CONTINUED}),
+    }
+
+
+SHIFT_JIS_NAME = "テスト".encode("cp932")  # as unzip extracts a Windows zip's name

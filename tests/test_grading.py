@@ -475,8 +475,8 @@ def test_read_program_keeps_what_the_answers_need_and_drops_run_time_code(tmp_pa
     ]
     assert [s.label for s in snippets][
         -1
-    ] == "the definition of look_ahead_mask (cell 3)"
-    assert notes and "cell 5" in notes[0]
+    ] == "the definition of look_ahead_mask (cell 4)"  # counted from 1, as one reads
+    assert notes and "cell 6 has a syntax error" in notes[0]
     # a helper's global that the answer needs comes too; the model it never reads not
     nb.cells[2].source = "device = pick()\ndef helper(T):\n    return device"
     nbformat.write(nb, path)

@@ -37,6 +37,7 @@ from .watch import (  # noqa: F401  re-exported: the checkers' and the grader's
     FORBIDDEN_SETS,
     TORCH_MODE_OFF,
     TORCH_OFF,
+    WATCH_FAILED,
     Forbidden,
     _watching,
     allow_references,
@@ -227,7 +228,15 @@ def _first_failure(check: str, cases: Sequence[Case]) -> CheckResult | None:
 
 
 def _used_reference(seen: list[str]) -> Failure:
-    called = [name for name in seen if name not in _SWITCHES]
+    failed = [name for name in seen if name.startswith(WATCH_FAILED)]
+    if failed and len(failed) == len(seen):  # the grader's runner: not the learner's
+        return Failure(
+            f"{failed[0]} while your code ran, so this case cannot be checked",
+            hint="a recursion deep enough to reach Python's limit is the usual cause: "
+            "does the function call itself?",
+        )
+    called = [name for name in seen if name not in _SWITCHES
+              and not name.startswith(WATCH_FAILED)]  # fmt: skip
     if not called:
         return Failure(
             f"your code {_SWITCHES[seen[0]]}, so the checker cannot tell whether it "

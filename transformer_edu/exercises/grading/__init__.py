@@ -12,8 +12,9 @@ code. Each submission's code runs in a *runner* of its own (``runner``), forked 
 code loads (``confine``: Landlock, seccomp, an audit hook) and answers calls over a
 pipe with signed messages (``wire``). The checker runs here, with proxies for the
 student's function or class (``judge``, ``mirror``): its expected values are computed
-here and compared here. When ``grade`` returns, every runner and every process one
-could have left behind is gone, and the outputs are written (``report``).
+here and compared here. Each student's grades are written (``report``) once their
+runner, and every process it could have left behind, is gone; whatever goes wrong
+with one notebook becomes that student's rows, and the run goes on.
 
 Adding a graded exercise needs no change to the grader's machinery:
 
@@ -45,11 +46,12 @@ import shutil
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import CHECKERS
-from ..harness import CALLED_REFERENCE, count_every_case
+from ..harness import CALLED_REFERENCE, WATCH_FAILED, count_every_case
 from .judge import RunnerGone, Warden, proxy
 from .mirror import StudentExit
 from .report import Row, table, write_all
@@ -63,6 +65,8 @@ from .submissions import (
 )
 
 TIME_LIMIT_S = 30.0  # per exercise, and per definition when the notebook loads
+SUBMISSION_LIMIT_S = 300.0  # for one notebook: loading, restarts and every check
+MAX_RESTARTS = 10  # fresh runners for one notebook after its first
 OUTPUT_LIMIT = 4000  # characters printed in one check before the grader notes it
 
 
@@ -103,7 +107,7 @@ EXERCISES = [
 NAMES = {e.name for e in EXERCISES}
 IDS = [e.id for e in EXERCISES]
 
-__all__ = ["CHAPTER", "EXERCISES", "Exercise", "NotASubmission", "Row", "grade",
+__all__ = ["CHAPTER", "EXERCISES", "Exercise", "Limits", "NotASubmission", "Row", "grade",
            "grade_submission", "main", "read_program", "table"]  # fmt: skip
 
 
@@ -111,9 +115,34 @@ def _row(student: str, ex: Exercise, status: str, verdict: str, **more) -> Row:
     return Row(student, ex.id, ex.name, 0, ex.points, 0, 0, status, verdict, **more)
 
 
-def grade_submission(
-    sub: Submission, warden: Warden, workdir: Path, time_limit: float, output_limit: int
-) -> list[Row]:
+@dataclass
+class Limits:
+    """What one submission may take: seconds per exercise and per definition loaded,
+    seconds for the whole notebook (loading, restarts and checks), restarts of its
+    runner, and characters printed before the grader notes it."""
+
+    time: float = TIME_LIMIT_S
+    submission: float = SUBMISSION_LIMIT_S
+    restarts: int = MAX_RESTARTS
+    output: int = OUTPUT_LIMIT
+
+
+class _Budget:
+    """The wall-clock budget of one submission."""
+
+    def __init__(self, limits: Limits):
+        self.limits, self.end = limits, time.monotonic() + limits.submission
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+    def limit(self) -> float:
+        """The next step's limit: the exercise's, or what is left of the budget."""
+        return max(0.01, min(self.limits.time, self.left()))
+
+
+def grade_submission(sub: Submission, warden: Warden, workdir: Path,
+                     limits: Limits) -> list[Row]:  # fmt: skip
     """Every exercise's row for one submission (never raises for a bad one)."""
     try:
         snippets, notes = read_program(sub.path, NAMES)
@@ -121,30 +150,41 @@ def grade_submission(
         return [_row(sub.student, ex, "error", str(e)) for ex in EXERCISES]
     notes = sub.notes + notes
     workdir.mkdir(parents=True)
+    budget = _Budget(limits)
     skipped: dict[int, str] = {}  # snippet -> why it was skipped
     load_notes: dict[int, str] = {}  # snippet -> what it raised
     results: dict[str, Row] = {}
     pending = list(EXERCISES)
-    for _ in range(len(snippets) + len(EXERCISES) + 1):  # each restart skips one more
-        if not pending:
+    retried: set[str] = set()  # exercises checked again after their runner ended
+    for _ in range(limits.restarts + 1):  # each restart skips a definition, or retries
+        if not pending or budget.left() <= 0:
             break
         order = {"snippets": [s.order() for s in snippets], "skip": set(skipped),
-                 "output_limit": output_limit}  # fmt: skip
+                 "output_limit": limits.output}  # fmt: skip
         runner = warden.runner(workdir, order)
         try:
             header, _ = runner.read()
-            notes += [p for p in header["problems"] if p not in notes]
-            if not _load(runner, snippets, skipped, load_notes, time_limit):
+            problems = header.get("problems")
+            if type(problems) is list:
+                notes += [
+                    p[:300] for p in problems if type(p) is str and p not in notes
+                ]
+            if not _load(runner, snippets, skipped, load_notes, budget):
                 continue  # a definition hung or crashed the runner: again without it
-            while pending and runner.alive:
+            while pending and runner.alive and budget.left() > 0:
                 ex = pending[0]
                 results[ex.id] = _check(runner, ex, sub.student, snippets, skipped,
-                                        load_notes, time_limit, output_limit)  # fmt: skip
+                                        load_notes, budget)  # fmt: skip
                 pending.pop(0)
         except RunnerGone as gone:
-            if runner.phase.startswith("while checking") and runner.calls == 0:
-                continue  # it ended before this exercise's code ran: check it again
-            if runner.phase.startswith("while checking") and pending:
+            checking = runner.phase.startswith("while checking")
+            if checking and pending and gone.status == "error" and runner.calls == 0 \
+                    and pending[0].id not in retried:  # fmt: skip
+                # it ended before this exercise's code ran (an earlier one's doing):
+                # check it once more in a fresh runner
+                retried.add(pending[0].id)
+                continue
+            if checking and pending:
                 ex = pending.pop(0)
                 results[ex.id] = _gone_row(sub.student, ex, gone)
             elif runner.phase == "starting":
@@ -154,14 +194,21 @@ def grade_submission(
                 pending = []
         finally:
             runner.end(kill=True)
+    for ex in pending:
+        if budget.left() <= 0:
+            why = (f"the grader's {limits.submission:g} s for the whole notebook ran "
+                   "out before this exercise")  # fmt: skip
+            results[ex.id] = _row(sub.student, ex, "timed out", why)
+        else:
+            why = (f"the grader restarted this notebook {limits.restarts} times (its "
+                   "most) before this exercise")  # fmt: skip
+            results[ex.id] = _row(sub.student, ex, "error", why)
     rows: list[Row] = []
     # what concerns the whole notebook goes on its first row (and into the feedback)
     notes += [f"{snippets[i].label} {why}" for i, why in skipped.items()]
     notes += [f"{snippets[i].label} {why}" for i, why in load_notes.items()]
     for ex in EXERCISES:
-        row = results.get(ex.id) or _row(
-            sub.student, ex, "error", "the grader stopped before this exercise"
-        )
+        row = results[ex.id]
         if not rows:
             row.note = "; ".join(filter(None, [row.note, *notes]))
         rows.append(row)
@@ -169,7 +216,7 @@ def grade_submission(
 
 
 def _load(runner, snippets: list[Snippet], skipped: dict, load_notes: dict,
-          time_limit: float) -> bool:  # fmt: skip
+          budget: _Budget) -> bool:  # fmt: skip
     """Read the runner's loading of each definition; False when one of them stopped
     it (that one is skipped from now on)."""
     for i, snippet in enumerate(snippets):
@@ -177,25 +224,28 @@ def _load(runner, snippets: list[Snippet], skipped: dict, load_notes: dict,
             continue
         runner.phase = f"while loading {snippet.label}"
         try:
-            runner.set_limit(time_limit)
+            runner.set_limit(budget.limit())
             runner.read()  # "loading i"
             header, _ = runner.read()  # "loaded i"
         except RunnerGone as gone:
             skipped[i] = f"{gone.why} when the grader loaded it: skipped"
             return False
-        if header.get("raised"):
-            load_notes[i] = f"raised {header['raised']} when the grader loaded it"
+        raised = header.get("raised")
+        if raised and type(raised) is str:
+            load_notes[i] = f"raised {raised[:300]} when the grader loaded it"
     runner.phase = "while checking"
     return True
 
 
 def _check(runner, ex: Exercise, student: str, snippets: list[Snippet],
-           skipped: dict, load_notes: dict, time_limit: float,
-           output_limit: int) -> Row:  # fmt: skip
+           skipped: dict, load_notes: dict, budget: _Budget) -> Row:  # fmt: skip
     runner.phase = f"while checking exercise {ex.id}"
-    runner.set_limit(time_limit)
+    runner.set_limit(budget.limit())
     runner.sets_used, runner.printed, runner.calls = set(), 0, 0
-    fn = proxy(runner, ex.name)
+    try:
+        fn = proxy(runner, ex.name)
+    except RuntimeError as e:  # the runner's answer was not one the grader reads
+        return _row(student, ex, "error", str(e)[:300])
     if fn is None:  # say why: what went wrong loading the cell that defines it
         cells = {s.cell for s in snippets if ex.name in s.defines}
         why = [f"{s.label} {load_notes.get(i) or skipped[i]}"
@@ -224,6 +274,8 @@ def _check(runner, ex: Exercise, student: str, snippets: list[Snippet],
     if status == "passed" and called:  # a reference called where no case looked
         status, hint = "failed", ""
         verdict = f"your code {CALLED_REFERENCE}: {', '.join(called)}"
+        if all(n.startswith(WATCH_FAILED) for n in called):
+            verdict = f"{called[0]} while your code ran: the exercise cannot be graded"
         result.cases_passed = 0
     elif status == "failed":  # the checker's second line says what went wrong
         lines = result.message.splitlines()
@@ -233,7 +285,7 @@ def _check(runner, ex: Exercise, student: str, snippets: list[Snippet],
     if status != "passed" and status != "failed":
         points = 0
     note = ""
-    if runner.printed > output_limit:
+    if runner.printed > budget.limits.output:
         note = f"printed {runner.printed:,} characters (the grader shows none)"
     return Row(student, ex.id, ex.name, points, ex.points, result.cases_passed,
                result.cases_total, status, verdict, hint, note, result.message)  # fmt: skip
@@ -247,30 +299,54 @@ def _gone_row(student: str, ex: Exercise, gone: RunnerGone) -> Row:
     return _row(student, ex, gone.status, f"your code {gone.why}{where}")
 
 
-def grade(
-    submissions: Path,
-    out: Path,
-    time_limit: float = TIME_LIMIT_S,
-    output_limit: int = OUTPUT_LIMIT,
-) -> list[Row]:
+def grade(submissions: Path, out: Path, limits: Limits | None = None) -> list[Row]:
     """Grade every submission in ``submissions`` (see ``submissions.find``); write
-    ``out/grades.csv``, ``out/lms.csv`` and ``out/feedback/<student>.md``."""
+    ``out/grades.csv``, ``out/lms.csv`` and ``out/feedback/<student>.md``, again as
+    each student is graded (a run stopped halfway keeps the grades it gave).
+
+    Nothing one submission does stops the run: whatever goes wrong while grading it
+    (in the grader too) becomes that student's rows, and the rest are graded."""
+    limits = limits or Limits()
     subs = find(submissions, NAMES)
     if not subs:
         raise ValueError(f"no .ipynb file in {submissions} or in a folder of it")
+    out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="transformer_edu-grading-"))
-    warden = Warden()
+    hidden = [str(submissions), str(out)]
+    warden = Warden(hidden)
     rows: list[Row] = []
+    left: list[int] = []
     try:
         for n, sub in enumerate(subs):
-            rows += grade_submission(sub, warden, work / f"{n:04d}", time_limit,
-                                     output_limit)  # fmt: skip
+            folder = work / f"{n:04d}"
+            try:
+                own = grade_submission(sub, warden, folder, limits)
+            except (Exception, RunnerGone) as e:  # the grader's failure, not the grade
+                own = _failed(sub, e)
+                if warden.proc.poll() is not None:  # the warden itself ended: anew
+                    left += warden.close()
+                    warden = Warden(hidden)
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+            rows += own
+            write_all(rows, out, IDS, only=[sub.student])
     finally:
-        left = warden.close()
+        left += warden.close()
         shutil.rmtree(work, ignore_errors=True)
     if left:
         raise RuntimeError(f"processes {left} outlived grading")
     write_all(rows, out, IDS)
+    return rows
+
+
+def _failed(sub: Submission, e: BaseException) -> list[Row]:
+    """The rows of a submission the grader could not grade, with what went wrong (the
+    traceback's last lines in the first row's note, for the teacher to report)."""
+    where = traceback.format_exception(e)[-3:]
+    why = (f"the grader could not grade this notebook ({type(e).__name__}: "
+           f"{str(e)[:200]}); the other students were graded: please report it")  # fmt: skip
+    rows = [_row(sub.student, ex, "error", why) for ex in EXERCISES]
+    rows[0].note = " ".join("".join(where).split())[:1000]
     return rows
 
 
@@ -286,9 +362,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--time-limit", type=float, default=TIME_LIMIT_S,
                         help="seconds per exercise, and per definition loaded")  # fmt: skip
+    parser.add_argument("--submission-limit", type=float, default=SUBMISSION_LIMIT_S,
+                        help="seconds for one notebook, everything included")  # fmt: skip
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     start = time.monotonic()
-    rows = grade(args.submissions, args.out, args.time_limit)
+    limits = Limits(time=args.time_limit, submission=args.submission_limit)
+    rows = grade(args.submissions, args.out, limits)
     print(table(rows, IDS))
     n = len({r.student for r in rows})
     print(f"\ngraded {n} submissions in {time.monotonic() - start:.0f} s; wrote "

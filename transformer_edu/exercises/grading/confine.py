@@ -1,11 +1,14 @@
 """Linux's own locks on the process that runs a submission, set before its code loads.
 
 - **Landlock** (Linux 5.13+, no root): the process may write, create and delete files
-  only under its work folder, read everything but ``/proc``, open no TCP connection
-  (ABI 4+) and signal no process outside itself (ABI 6+).
+  only under its work folder, read only there, in the system's folders and where
+  Python, its libraries and the package live (not ``/proc``, not the repository's
+  chapters with their solutions, not another student's notebook), open no TCP
+  connection (ABI 4+) and signal no process outside itself (ABI 6+).
 - **seccomp** (no root, with ``no_new_privs``): it may start no process (fork, vfork,
   ``clone`` without ``CLONE_THREAD``, ``clone3``, exec), trace none, signal none but
   itself, and use neither user namespaces nor io_uring nor BPF.
+- ``setrlimit``: no file larger than a limit, no more memory than a limit.
 - ``PR_SET_PDEATHSIG``: it dies with the process that started it.
 - ``PR_SET_CHILD_SUBREAPER``: for the warden, every process its child leaves behind
   becomes the warden's child, whatever session it started.
@@ -91,9 +94,13 @@ def children(pid: int | None = None) -> list[int]:
     return found
 
 
-def limit_files(max_bytes: int) -> None:
-    """No file written larger than ``max_bytes``; no core dump."""
-    for what, value in ((resource.RLIMIT_FSIZE, max_bytes), (resource.RLIMIT_CORE, 0)):
+def limit_resources(max_file: int, max_memory: int) -> None:
+    """No file written larger than ``max_file`` bytes, no more than ``max_memory``
+    bytes of data (heap and private mappings: an allocation past it fails with
+    MemoryError, or torch's "can't allocate memory"); no core dump."""
+    limits = ((resource.RLIMIT_FSIZE, max_file), (resource.RLIMIT_CORE, 0),
+              (resource.RLIMIT_DATA, max_memory))  # fmt: skip
+    for what, value in limits:
         soft, hard = resource.getrlimit(what)
         cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
         resource.setrlimit(what, (cap, hard))
@@ -121,8 +128,15 @@ def landlock_abi() -> int:
     return max(int(abi), 0)
 
 
-def landlock(workdir: str) -> str | None:
-    """Write only under ``workdir``; read all but /proc; no TCP; no outside signals."""
+# what a runner may read besides the places of Python, its libraries and the package
+SYSTEM_DIRS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc",
+               "/dev", "/sys")  # fmt: skip
+
+
+def landlock(workdir: str, readable: list[str]) -> str | None:
+    """Write only under ``workdir``; read only there, under ``readable`` and the
+    system's folders (not /proc, not the teacher's files, not another submission);
+    no TCP; no outside signals."""
     abi = landlock_abi()
     if abi == 0:
         return "this kernel has no Landlock: files are guarded by an audit hook only"
@@ -138,11 +152,8 @@ def landlock(workdir: str) -> str | None:
         return f"Landlock: {os.strerror(ctypes.get_errno())}"
     try:
         rules = [(workdir, fs)]
-        rules += [
-            (os.path.join("/", name), _READ)
-            for name in sorted(os.listdir("/"))
-            if name not in ("proc",) and os.path.isdir(os.path.join("/", name))
-        ]
+        rules += [(path, _READ) for path in (*SYSTEM_DIRS, *readable)
+                  if os.path.isdir(path)]  # fmt: skip
         rules += [(path, _READ_FILE) for path in _PROC_FILES]
         for path, rights in rules:
             try:

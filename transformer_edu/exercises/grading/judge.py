@@ -27,8 +27,12 @@ from .. import harness
 from . import mirror, wire
 
 STARTUP_S = 180.0  # for the warden to start and import torch, before any student code
-FILE_LIMIT = 64 << 20  # bytes a runner may write into one file of its folder
+FILE_LIMIT = 16 << 20  # bytes a runner may write into one file of its folder
+FILES_LIMIT = 64  # files (and folders) it may make there: at most 1 GiB in all
+MEMORY_LIMIT = 4 << 30  # bytes of data (heap, private mappings) a runner may hold
 _NO_SECCOMP = "TRANSFORMER_EDU_GRADING_TEST_NO_SECCOMP"  # tests of the warden only
+_KINDS = ("missing", "class", "function", "value")
+_RNG_BYTES = torch.get_rng_state().numel()
 
 
 class RunnerGone(BaseException):
@@ -61,7 +65,11 @@ def tables() -> list[dict]:
 class Warden:
     """The warden process (``grading.warden``): forks runners, reaps what they leave."""
 
-    def __init__(self) -> None:
+    def __init__(self, hidden: list[str] = ()) -> None:
+        # folders no runner may read: the repository (its chapters hold the
+        # solutions), the submissions, the outputs
+        root = str(Path(__file__).resolve().parents[3])
+        self.hidden = [root, *(os.path.realpath(h) for h in hidden)]
         self.ctl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parents[3])
@@ -114,6 +122,8 @@ class Warden:
         pid = self.receive()["pid"]
         key = secrets.token_bytes(32)
         hello = dict(hello, key=key, workdir=str(workdir), file_limit=FILE_LIMIT,
+                     files_limit=FILES_LIMIT, memory_limit=MEMORY_LIMIT,
+                     hidden=self.hidden,
                      no_seccomp=bool(os.environ.get(_NO_SECCOMP)))  # fmt: skip
         wire.write_plain(to_runner, pickle.dumps(hello))
         return Runner(self, pid, to_runner, from_runner, key)
@@ -158,6 +168,8 @@ class Runner:
         self.limit = STARTUP_S
         self.phase = "starting"
         self.hits: list[tuple] = []
+        self.reported = 0  # hits read so far
+        self.watch_failed: list[tuple] = []  # (what, set ids, the judge's phase)
         self.sets_used: set[int] = set()
         self.mirrors: dict[int, Any] = {}
         self.code: int | None = None
@@ -186,8 +198,19 @@ class Runner:
             raise RunnerGone(
                 f"wrote to the grader's channel itself ({e})", "error"
             ) from None
-        self.hits = hits
-        self.printed += header.get("printed", 0) if isinstance(header, dict) else 0
+        if type(header) is not dict or type(header.get("status")) is not str:
+            self.end(kill=True)
+            raise RunnerGone("answered the grader with something that is not an "
+                             "answer", "error")  # fmt: skip
+        # the watch's own failures belong to the check whose answer reports them
+        # first (the phase the runner wrote beside them is the student's to change)
+        for shown, ids, _ in hits[self.reported :]:
+            if shown.startswith(harness.WATCH_FAILED):
+                self.watch_failed.append((shown, ids, self.phase))
+        self.reported = len(hits)
+        self.hits = [h for h in hits if not h[0].startswith(harness.WATCH_FAILED)]
+        printed = header.get("printed", 0)
+        self.printed += printed if type(printed) is int and printed > 0 else 0
         return header, value
 
     def order(self, request: dict) -> None:
@@ -199,9 +222,17 @@ class Runner:
                 f"ended the grader's process (exit code {code})", "error"
             ) from None
 
-    def describe(self, name: str) -> dict:
+    def describe(self, name: str) -> str:
+        """What the notebook's ``name`` is: "missing", "class", "function" or
+        "value"."""
         self.order({"op": "describe", "name": name, "phase": self.phase})
-        return self.read()[0]["kind"]
+        header = self.read()[0]
+        kind = header.get("kind")
+        if header["status"] != "ok" or kind not in _KINDS:
+            message = header.get("message")
+            why = f": {message[:200]}" if type(message) is str else ""
+            raise RuntimeError(f"the grader could not see what {name} is{why}")
+        return kind
 
     def call(self, target: tuple, args: tuple, kwargs: dict) -> Any:
         """Run the student's callable ``target`` in the runner and return its value
@@ -227,20 +258,26 @@ class Runner:
             for name in self.called(set_id):
                 if name not in seen:
                     seen.append(name)
-        if "rng" in header:
-            torch.set_rng_state(
-                torch.frombuffer(bytearray(header["rng"]), dtype=torch.uint8)
-            )
+        rng = header.get("rng")
+        if type(rng) is bytes and len(rng) == _RNG_BYTES:
+            torch.set_rng_state(torch.frombuffer(bytearray(rng), dtype=torch.uint8))
         if header["status"] == "raised":
             raise mirror.rebuild_exception(header)
         if header["status"] != "ok":
-            raise RuntimeError(f"the runner could not run it: {header.get('message')}")
+            message = header.get("message")
+            raise RuntimeError(
+                "the runner could not run it: "
+                f"{message[:300] if type(message) is str else '?'}"
+            )
         return mirror.decode(value, self)
 
     def called(self, set_id: int) -> list[str]:
         """The references of set ``set_id`` called so far, as a verdict names them:
         those of this check first, then the earlier ones, with when."""
         mine = [(shown, phase) for shown, ids, phase in self.hits if set_id in ids]
+        # the watch's own failure counts for the check it happened in only
+        mine += [(shown, phase) for shown, ids, phase in self.watch_failed
+                 if set_id in ids and phase == self.phase]  # fmt: skip
         now = [shown for shown, phase in mine if phase == self.phase]
         return now + [f"{shown} ({phase})" for shown, phase in mine
                       if phase != self.phase]  # fmt: skip
@@ -293,10 +330,12 @@ def remote_class(runner: Runner, name: str, qualname: str) -> type:
 
 
 def proxy(runner: Runner, name: str) -> Any:
-    """What the checker gets for the notebook's ``name``, or None when undefined."""
+    """What the checker gets for the notebook's ``name``, or None when undefined: a
+    proxy called by that name, whatever the object calls itself (``MyLayerNorm =
+    make_class()``); nothing the object says of itself is read."""
     kind = runner.describe(name)
-    if kind["kind"] == "missing":
+    if kind == "missing":
         return None
-    if kind["kind"] == "class":
-        return remote_class(runner, kind["name"], kind["qualname"])
-    return RemoteFunction(runner, name, kind["qualname"])
+    if kind == "class":
+        return remote_class(runner, name, name)
+    return RemoteFunction(runner, name, name)

@@ -17,10 +17,11 @@ student wrote) runs the student's code in the runner, after the mirror's tensors
 from __future__ import annotations
 
 import builtins
-import importlib
 import io
 import pickle
+import sys
 import traceback
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -35,17 +36,14 @@ _MODULE_INTERNALS = frozenset(vars(nn.Module()))  # _parameters, _modules, train
 # --- in the runner ----------------------------------------------------------------------
 
 
-def kind_of(obj: Any) -> dict:
-    """What the judge needs to make a proxy for a name of the notebook."""
+def kind_of(obj: Any) -> str:
+    """What the judge needs to make a proxy for a name of the notebook: "missing",
+    "class", "function" or "value" (the judge calls it by the exercise's name)."""
     if obj is None:
-        return {"kind": "missing"}
+        return "missing"
     if isinstance(obj, type):
-        return {"kind": "class", "name": obj.__name__, "qualname": obj.__qualname__}
-    return {
-        "kind": "function" if callable(obj) else "value",
-        "name": getattr(obj, "__name__", type(obj).__name__),
-        "qualname": getattr(obj, "__qualname__", type(obj).__qualname__),
-    }
+        return "class"
+    return "function" if callable(obj) else "value"
 
 
 def resolve(target: tuple, namespace: dict, objects: dict) -> Any:
@@ -229,8 +227,30 @@ class StudentExit(BaseException):
     that is not an Exception: it ends the check, never the grader."""
 
 
+def _exception_info(info: Any) -> dict:
+    """The runner's description of an exception, each field checked (the runner is
+    the student's: what it sends is read as data, never trusted)."""
+    if type(info) is not dict:
+        info = {}
+    name = info.get("type")
+    name = name if type(name) is str and name.isidentifier() else "Exception"
+    message = info.get("message")
+    frames = info.get("frames")
+    frames = frames if type(frames) is list else []
+    ok = [f for f in frames[-20:] if type(f) is tuple and len(f) == 4
+          and [type(x) for x in f] == [str, int, str, str]]  # fmt: skip
+    return {
+        "type": name[:100],
+        "builtin": info.get("builtin") is True,
+        "base": info.get("base") is True,
+        "message": message[:2000] if type(message) is str else "",
+        "frames": ok,
+    }
+
+
 def rebuild_exception(info: dict) -> BaseException:
     """An exception of the student's type name with its message and frames."""
+    info = _exception_info(info)
     base = getattr(builtins, info["type"], None) if info["builtin"] else None
     if info["base"] or not (isinstance(base, type) and issubclass(base, Exception)):
         base = StudentExit if info["base"] else Exception
@@ -262,8 +282,63 @@ def decode(value: Any, client: Any) -> Any:
         if "__mirror__" in value:
             return build(value["__mirror__"], client)
         if "__opaque__" in value:
-            return type(value["__opaque__"], (), {})()
+            return Opaque()
     return value
+
+
+class Opaque:
+    """An object the runner could not describe (nothing of it is read)."""
+
+
+_PLAIN = (type(None), bool, int, float, complex, str, bytes, torch.Tensor, torch.dtype,
+          torch.device)  # fmt: skip
+
+
+def _member(name: Any) -> bool:
+    """A name the judge may give a mirror's member: no dunder, not the mirror's own."""
+    return (type(name) is str and name.isidentifier() and not name.startswith("__")
+            and name not in ("_client", "_hid"))  # fmt: skip
+
+
+def _checked(desc: Any) -> dict:
+    """A described object's fields, each of the type ``build`` reads, or ValueError."""
+    if type(desc) is not dict or type(desc.get("hid")) is not int:
+        raise ValueError("a described object without its handle")
+    if set(desc) == {"hid"}:
+        return desc
+    for key, kind in (("name", str), ("qualname", str), ("callable", bool),
+                      ("module", bool), ("methods", list), ("attrs", dict)):  # fmt: skip
+        if type(desc.get(key)) is not kind:
+            raise ValueError(f"a described object whose {key} is not a {kind.__name__}")
+    if not desc["name"].isidentifier():
+        raise ValueError("a described object whose class name is not a name")
+    if not all(_member(m) for m in desc["methods"]):
+        raise ValueError("a described object with a method the grader will not make")
+    if not all(_member(a) for a in desc["attrs"]):
+        raise ValueError("a described object with an attribute the grader will not set")
+    for key in ("torch_class", "torch_base"):
+        path = desc.get(key)
+        if path is not None and not (type(path) is tuple and len(path) == 2
+                                     and all(type(x) is str for x in path)):  # fmt: skip
+            raise ValueError(f"a described object whose {key} is not a class path")
+    if desc["module"]:
+        if type(desc.get("training")) is not bool:
+            raise ValueError("a described module without its training flag")
+        for key in ("params", "buffers", "modules"):
+            if type(desc.get(key)) is not dict or not all(
+                type(k) is str and k.isidentifier() for k in desc[key]
+            ):
+                raise ValueError(f"a described module whose {key} are not named")
+        for entry in desc["params"].values():
+            if entry is not None and not (
+                type(entry) is tuple and len(entry) == 2
+                and isinstance(entry[0], torch.Tensor) and type(entry[1]) is bool
+            ):  # fmt: skip
+                raise ValueError("a described module with an odd parameter")
+        if not all(b is None or isinstance(b, torch.Tensor)
+                   for b in desc["buffers"].values()):  # fmt: skip
+            raise ValueError("a described module with an odd buffer")
+    return desc
 
 
 class _Mirror:
@@ -293,17 +368,15 @@ def _torch_class_named(path: tuple[str, str] | None) -> type | None:
     """A torch nn.Module class by its (module, qualname), or None."""
     if not path or not path[0].startswith("torch."):
         return None
-    try:
-        obj: Any = importlib.import_module(path[0])
-        for part in path[1].split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError):
-        return None
+    obj: Any = sys.modules.get(path[0])  # a module torch has loaded: nothing imported
+    for part in path[1].split("."):
+        obj = vars(obj).get(part) if isinstance(obj, (types.ModuleType, type)) else None
     return obj if isinstance(obj, type) and issubclass(obj, nn.Module) else None
 
 
 def build(desc: dict, client: Any) -> Any:
     """The mirror of a described object (the same one for the same handle)."""
+    desc = _checked(desc)
     hid = desc["hid"]
     if hid in client.mirrors:
         return client.mirrors[hid]

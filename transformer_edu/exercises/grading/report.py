@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import tempfile
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -56,7 +57,10 @@ def _atomic(path: Path, write) -> None:
     """Write ``path`` whole or not at all (a temporary file, then a rename)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        with os.fdopen(fd, "w", newline="", encoding="utf8") as f:
+        # backslashreplace: a lone surrogate (a message the student's code made)
+        # is written escaped rather than stopping the write
+        with os.fdopen(fd, "w", newline="", encoding="utf8",
+                       errors="backslashreplace") as f:  # fmt: skip
             write(f)
         os.replace(tmp, path)
     except BaseException:
@@ -64,8 +68,10 @@ def _atomic(path: Path, write) -> None:
         raise
 
 
-def write_all(rows: list[Row], out: Path, exercise_ids: list[str]) -> list[Path]:
-    """Every output file in ``out``; returns their paths."""
+def write_all(rows: list[Row], out: Path, exercise_ids: list[str],
+              only: list[str] | None = None) -> list[Path]:  # fmt: skip
+    """Every output file in ``out`` (of the feedback files, those of the students in
+    ``only`` when given); returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
     detailed, lms = out / "grades.csv", out / "lms.csv"
 
@@ -93,6 +99,8 @@ def write_all(rows: list[Row], out: Path, exercise_ids: list[str]) -> list[Path]
     folder = out / "feedback"
     folder.mkdir(exist_ok=True)
     for student, own in by_student(rows).items():
+        if only is not None and student not in only:
+            continue
         path = folder / f"{_safe(student)}.md"
         _atomic(
             path, lambda f, own=own, student=student: f.write(feedback(student, own))
@@ -140,6 +148,9 @@ def feedback(student: str, rows: list[Row]) -> str:
     if notes:
         lines += ["", "## What the grader noticed", ""]
         lines += [f"- {n}" for n in notes]
+        if any(re.search(r"\bcell \d", n) for n in notes):
+            lines += ["", "Cells are counted from the top of the notebook, Markdown "
+                      "cells included, from 1."]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

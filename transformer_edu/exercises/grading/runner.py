@@ -27,10 +27,11 @@ import os
 import pickle
 import sys
 import types
+from pathlib import Path
 
 import torch
 
-from ..harness import TORCH_OFF
+from ..harness import TORCH_OFF, WATCH_FAILED
 from ..watch import make_code_key
 from . import confine, wire
 
@@ -44,29 +45,32 @@ def child(fd_in: int, fd_out: int, tables: dict, warden: int) -> int:
     key = hello.pop("key")
     problems = [confine.die_with_parent(warden)]
     codes = {i: _compile(s) for i, s in enumerate(hello["snippets"])}
-    confine.limit_files(hello["file_limit"])
+    confine.limit_resources(hello["file_limit"], hello["memory_limit"])
     if not hello.get("no_seccomp"):
         problems.append(confine.seccomp())
-    problems.append(confine.landlock(hello["workdir"]))
+    readable = [p[:-1] for p in _trusted_files() if p.startswith("/")]
+    problems.append(confine.landlock(hello["workdir"], readable))
     os.chdir(hello["workdir"])
-    _watch_and_lock(hello["workdir"], tables, key)
+    limits = {"files": hello["files_limit"], "hidden": tuple(hello["hidden"]),
+              "visible": tuple(readable)}  # fmt: skip
+    _watch_and_lock(hello["workdir"], tables, key, limits)
     del key  # from now on only the audit hook holds it
     return _serve(fd_in, fd_out, hello, codes, [p for p in problems if p])
 
 
-def _watch_and_lock(workdir: str, tables: dict, key: bytes) -> None:
+def _watch_and_lock(workdir: str, tables: dict, key: bytes, limits: dict) -> None:
     """Start the watch and close the doors. What they share (the record of references
     called, the key) lives only in the hook's and the profiler's closures, which
     nothing the student's code can reach refers to once this returns."""
     hits: list[tuple] = []
-    state = {"inside": None, "handling": 0, "phase": "while loading your notebook",
+    state = {"quiet": False, "handling": 0, "phase": "while loading your notebook",
              "recorded": set(), "off": False}  # fmt: skip
-    hook, close_doors = _audit_hook(workdir, tables, hits, state, key)
+    hook, close_doors = _audit_hook(workdir, tables, hits, state, key, limits)
     sys.addaudithook(hook)
     mode = _Mode()
     mode.__enter__()
-    profile = _profiler(tables, hits, state, mode)
-    setprofile = sys.setprofile
+    setprofile, getprofile = sys.setprofile, sys.getprofile
+    profile = _profiler(tables, hits, state, mode, setprofile, getprofile)
     _lock_doors()
     setprofile(profile)
     close_doors()
@@ -164,16 +168,39 @@ class _Mode(torch.overrides.TorchFunctionMode):
 _HANDLER = _Mode.__dict__["__torch_function__"]
 
 
-def _profiler(tables, hits, state, mode, *, _type=type, _get=dict.get, _any=any,
-              _range=range, _tuple=tuple, _sorted=sorted, _isinstance=isinstance,
-              _str=str, plain=str.__str__, torch_off=TORCH_OFF):  # fmt: skip
+def _trusted_files() -> tuple[str, ...]:
+    """Where the code of Python, torch, the libraries and the package lives: any other
+    code (a notebook's cells, what it compiles or writes and imports) is the
+    student's."""
+    root = str(Path(__file__).resolve().parents[3])
+    places = {os.path.dirname(torch.__file__), str(Path(__file__).resolve().parents[2])}
+    for entry in sys.path:
+        if entry and os.path.isabs(entry) and os.path.isdir(entry) and entry != root:
+            places.add(os.path.realpath(entry))
+            places.add(entry)
+    return (*sorted(p.rstrip(os.sep) + os.sep for p in places), "<frozen ")
+
+
+def _profiler(tables, hits, state, mode, setprofile, getprofile, *, _type=type,
+              _get=dict.get, _any=any, _range=range, _tuple=tuple, _sorted=sorted,
+              _isinstance=isinstance, _str=str, plain=str.__str__, torch_off=TORCH_OFF,
+              _name=type.__dict__["__name__"].__get__,
+              _quiet_errors=(RecursionError, MemoryError)):  # fmt: skip
     """The profile function: notes each reference's code called, by its code object
     or, for code compiled since (the reference's source run again: code.__new__ is
     refused), by its bytecode; torch's own Python functions by name; and checks at
-    each call that the torch mode is in place."""
+    each call that the torch mode is in place.
+
+    A reference's own calls are its business (the watch is quiet inside it), but the
+    student's code that a reference or torch calls back (an ``__index__``, a
+    ``__mul__``, a hook) is watched as any other: inside torch's handler, where torch
+    has taken the mode off its stack, the mode goes back on for as long as the
+    student's frame runs. The watch's own failure (a recursion that reaches its
+    limit inside it) is recorded, and fails the check it happened in."""
     codes, names, keys = tables["codes"], tables["names"], tables["keys"]
     code_key = make_code_key()  # its names bound before the student's code runs
     torch_files = os.path.dirname(torch.__file__) + os.sep
+    trusted = _trusted_files()
     handler = _HANDLER
     handlers = (handler.__code__, torch.overrides.handle_torch_function.__code__)
     all_disabled = torch._C._is_torch_function_all_disabled
@@ -182,12 +209,18 @@ def _profiler(tables, hits, state, mode, *, _type=type, _get=dict.get, _any=any,
         torch._C._len_torch_function_stack,
         torch._C._get_function_stack_at,
     )
+    push_mode = torch._C._push_on_torch_function_stack
+    pop_mode = torch._C._pop_torch_function_stack
     mode_type, class_get = _type(mode), _type(mode).__dict__.get
     torch_sets = _tuple(_sorted({i for ids in names.values() for i in ids}))
     all_sets = _tuple(
         _sorted({*torch_sets, *(i for _, ids in codes.values() for i in ids)})
     )
     judged: dict = {}
+    students: dict = {}  # code -> whether it is the student's
+    stack: list = []  # (frame, kind, saved handling): 0 a reference, 1 the student's
+    #                    code called back, 2 the same inside torch's handler
+    failed: list = [None]  # the watch's own exception, until an answer reports it
     append, startswith, recorded = hits.append, str.startswith, state["recorded"]
 
     def note(shown: str, ids: tuple) -> None:
@@ -203,33 +236,60 @@ def _profiler(tables, hits, state, mode, *, _type=type, _get=dict.get, _any=any,
             return False
         return _any(stack_at(i) is mode for i in _range(depth()))
 
+    def check_mode() -> None:
+        off = not in_place()
+        if off and not state["off"]:
+            note(torch_off, torch_sets)
+        state["off"] = off
+
+    def student(code) -> bool:
+        mine = _get(students, code)
+        if mine is None:
+            mine = students[code] = not startswith(code.co_filename, trusted)
+        return mine
+
     def profile(frame, event, arg):
-        # an exception here would switch the profiler off: the watch notes it instead
+        # an exception here would switch the profiler off: it is kept for the answer
+        # to report instead (a plain store: nothing here may call anything)
         try:
             watch(frame, event)
-        except BaseException:
-            note(torch_off, all_sets)
+        except BaseException as e:
+            failed[0] = e
 
     def watch(frame, event):
-        if state["inside"] is not None:
-            if event == "return" and frame is state["inside"]:
-                state["inside"] = None
+        if event == "c_call":  # a builtin called: only the mode's place to check
+            if not state["quiet"] and not state["handling"]:
+                check_mode()
             return
-        code = frame.f_code
-        if code is handlers[0] or code is handlers[1]:
-            state["handling"] += (
-                1 if event == "call" else -1 if event == "return" else 0
-            )
+        if event == "return":
+            if stack and frame is stack[-1][0]:
+                _, kind, saved = stack.pop()
+                if kind == 2:
+                    pop_mode()
+                    state["handling"] = saved
+                state["quiet"] = bool(stack) and stack[-1][1] == 0
+            elif frame.f_code is handlers[0] or frame.f_code is handlers[1]:
+                state["handling"] -= 1
             return
-        if event != "call" and event != "c_call":
-            return
-        if not state["handling"]:
-            off = not in_place()
-            if off and not state["off"]:
-                note(torch_off, torch_sets)
-            state["off"] = off
         if event != "call":
             return
+        code = frame.f_code
+        if code is handlers[0] or code is handlers[1]:  # counted inside a reference too
+            state["handling"] += 1
+            return
+        if state["quiet"] or state["handling"]:
+            if student(code):  # called back by a reference, or by torch's handler
+                if state["handling"]:  # the mode goes back on while it runs
+                    push_mode(mode)
+                    stack.append((frame, 2, state["handling"]))
+                    state["handling"] = 0
+                else:
+                    stack.append((frame, 1, 0))
+                state["quiet"] = False
+            elif state["quiet"]:
+                return
+        if not state["handling"]:
+            check_mode()
         found = _get(judged, code, False)
         if found is False:
             found = _get(codes, code)
@@ -247,8 +307,31 @@ def _profiler(tables, hits, state, mode, *, _type=type, _get=dict.get, _any=any,
             judged[code] = found
         if found is not None:
             note(*found)
-            state["inside"] = frame
+            stack.append((frame, 0, 0))
+            state["quiet"] = True
 
+    def at_seal() -> None:
+        """Before each answer: the watch's own failure reported, the profiler still
+        in place, nothing left open (every frame the watch entered has returned)."""
+        e = failed[0]
+        if e is not None:
+            failed[0] = None
+            kind = _type(e)
+            text = _name(kind)
+            if kind in _quiet_errors and e.args and _type(e.args[0]) is _str:
+                text += ": " + plain(e.args[0])[:200]
+            note(WATCH_FAILED + " (" + text + ")", all_sets)
+        if getprofile() is not profile:
+            setprofile(profile)
+            note(WATCH_FAILED + " (the profiler was switched off)", all_sets)
+        if stack:
+            while stack:
+                if stack.pop()[1] == 2:
+                    pop_mode()
+            state["quiet"], state["handling"] = False, 0
+            note(WATCH_FAILED + " (a frame it watched never returned)", all_sets)
+
+    state["at_seal"] = at_seal
     return profile
 
 
@@ -305,14 +388,22 @@ def _passes(path: str, root: str, places: tuple[str, ...]) -> bool:
     return False
 
 
-def _audit_hook(
-    workdir: str, tables: dict, hits: list, state: dict, key: bytes, **constants
-):
+def _audit_hook(workdir: str, tables: dict, hits: list, state: dict, key: bytes,
+                limits: dict | None = None, **constants):  # fmt: skip
     """The hook, with every constant it reads bound now (a module's globals can be
-    changed later by the student's code; a closure's cannot be reached)."""
+    changed later by the student's code; a closure's cannot be reached).
+
+    ``limits``: "files", how many files the submission may create or rename in its
+    folder; "hidden", folders it may not read (the repository, the submissions;
+    Landlock closes them where the kernel has it, this where it has not); "visible",
+    the folders inside those that it may read (the package, the virtualenv)."""
+    limits = limits or {"files": 1 << 30, "hidden": (), "visible": ()}
     bound = dict(_refused=_REFUSED, _prefixes=_REFUSED_PREFIXES,
                  _state_names=_FUNCTION_STATE, _write_flags=_WRITE_FLAGS,
-                 _path_events=_PATH_EVENTS, _watch=_WATCH)  # fmt: skip
+                 _path_events=_PATH_EVENTS, _watch=_WATCH,
+                 _files=limits["files"], _hidden=limits["hidden"],
+                 _visible=limits["visible"],
+                 _trusted_names=_trusted_files())  # fmt: skip
     return _make_hook(workdir, tables, hits, state, key, **bound, **constants)
 
 
@@ -324,7 +415,8 @@ def _make_hook(workdir: str, tables: dict, hits: list, state: dict, key: bytes, 
                 _len=len, _isinstance=isinstance, _refused=None, _prefixes=None,
                 _state_names=None, _write_flags=0, _path_events=None,
                 _watch=None, _error=PermissionError, _pack=_struct.pack,
-                _hmac=_hashlib.hmac_digest, _repr=repr, _bytes_=bytes):  # fmt: skip
+                _hmac=_hashlib.hmac_digest, _repr=repr, _bytes_=bytes, _files=0,
+                _hidden=(), _visible=(), _trusted_names=(), _open=io.open_code):  # fmt: skip
     """Refuse what could reach the grader or the machine; keep the record of torch
     functions the torch mode reports. Nothing outside this closure can reach it, and
     it runs none of the student's code: it looks at exact builtin types only."""
@@ -336,6 +428,7 @@ def _make_hook(workdir: str, tables: dict, hits: list, state: dict, key: bytes, 
     spaces = (("torch.nn.functional", torch.nn.functional), ("torch", torch),
               ("torch.Tensor", torch.Tensor))  # fmt: skip
     busy, on, seq = [False], [False], [0]  # on: the doors are closed (see enable)
+    created = [0]  # files and folders made, renamed or linked in the work folder
     # /proc, and the links into it (checked by text: Landlock, where the kernel has
     # it, refuses /proc whatever the path)
     _private = ("/proc", "/dev/fd", "/dev/stdin", "/dev/stdout", "/dev/stderr")
@@ -355,8 +448,39 @@ def _make_hook(workdir: str, tables: dict, hits: list, state: dict, key: bytes, 
     def refuse(what: str):
         raise _error("the grader does not let submissions use " + what)
 
+    def count_file() -> None:
+        created[0] += 1
+        if created[0] > _files:
+            raise _error(f"the grader lets a submission make at most {_files} files "
+                         "in its folder")  # fmt: skip
+
+    def hidden(path) -> bool:
+        """A path in a folder the submission may not read (checked by text)."""
+        kind = _type(path)
+        if kind is _bytes:
+            path = _bytes.decode(path, "utf8", "surrogateescape")
+        elif kind is not _str:
+            return False
+        full = _normal(path, root) + "/"
+        return _any(full.startswith(h + "/") for h in _hidden) and not _any(
+            full.startswith(v + "/") for v in _visible
+        )
+
+    def same_file(source, filename: str) -> bool:
+        """Whether ``source`` is the file's own text (a library module compiled
+        from its source), not code compiled under a library's name."""
+        if _type(source) is _str:
+            source = _str.encode(source, "utf8")
+        if _type(source) is not _bytes and _type(source) is not bytearray:
+            return False
+        try:
+            with _open(filename) as f:
+                return f.read() == _bytes(source)
+        except OSError:
+            return False
+
     def judge(func) -> None:
-        if state["inside"] is not None or _type(func) not in trusted:
+        if state["quiet"] or _type(func) not in trusted:
             return
         name = _getattr(func, "__name__", None)
         if _type(name) is not _str:
@@ -382,6 +506,7 @@ def _make_hook(workdir: str, tables: dict, hits: list, state: dict, key: bytes, 
     def seal(inner: str, blob: bytes, out: list) -> None:
         """One signed answer: the record of references called so far, beside the
         header as a string of its own (no text in it can pass for the record)."""
+        state["at_seal"]()
         head = _bytes_(_repr((seq[0], _list(hits), inner)), "utf8")
         body = _pack(">QII", seq[0], _len(head), _len(blob)) + head + blob
         out.append(body + _hmac(key, body, "sha256"))
@@ -419,10 +544,31 @@ def _make_hook(workdir: str, tables: dict, hits: list, state: dict, key: bytes, 
                 writes = _type(flags) is not _int or bool(flags & _write_flags)
             if writes and path is not None and not inside(path):
                 refuse("open for writing outside its folder")
+            if writes and _type(path) is not _int:
+                count_file()
+            if hidden(path):
+                refuse("reading the grader's files or another submission")
+        elif event in ("os.listdir", "os.scandir"):
+            if args and hidden(args[0]):
+                refuse("reading the grader's files or another submission")
+        elif event == "compile":
+            source, filename = args[0], args[1]
+            if _type(filename) is _bytes:
+                filename = _bytes.decode(filename, "utf8", "surrogateescape")
+            if (
+                _type(filename) is _str
+                and _any(filename.startswith(t) for t in _trusted_names)
+                and not same_file(source, filename)
+            ):
+                refuse("compiling code under the name of a library's file")
         elif event in _path_events:
             for p in args[:2]:
                 if p is not None and not inside(p):
                     refuse(f"{event} outside its folder")
+            if event in ("os.mkdir", "os.rename", "os.replace", "os.link",
+                         "os.symlink", "shutil.copyfile", "shutil.move",
+                         "os.mkfifo", "os.mknod"):  # fmt: skip
+                count_file()
 
     def hook(event, args) -> None:
         if busy[0] or _type(event) is not _str:
@@ -484,7 +630,8 @@ def _serve(fd_in, fd_out, hello, codes, problems, *, _read=wire.read_plain,
 
     out = _Counted()
     sys.stdout = sys.stderr = out
-    namespace: dict = {"__name__": "__main__", "__builtins__": builtins}
+    namespace: dict = {"__name__": "__main__", "__builtins__": builtins,
+                       "get_ipython": _NoIPython}  # fmt: skip
     send({"status": "ready", "problems": problems})
     for i, snippet in enumerate(hello["snippets"]):
         if i in hello["skip"]:
@@ -545,6 +692,14 @@ def _handle(request: dict, namespace: dict, objects: dict) -> tuple[dict, bytes]
         "status": "ok",
         "rng": bytes(torch.get_rng_state().numpy()),
     }, blob.getvalue()
+
+
+class _NoIPython:
+    """``get_ipython()`` in the grader: the calls IPython makes of ``%magic`` and
+    ``!shell`` lines (``get_ipython().run_line_magic(…)``) do nothing."""
+
+    def __getattr__(self, name: str):
+        return lambda *args, **kwargs: None
 
 
 class _Counted(io.TextIOBase):

@@ -13,11 +13,21 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 CHAPTER = "11_exercises"  # the notebook whose exercises are graded
+# what the grader reads of one notebook: beyond these it is refused, not parsed (the
+# student edition is 0.2 MB, 99 cells, 40 kB of code; a notebook saved with its plots
+# a few MB)
+MAX_BYTES = 64 << 20
+MAX_CELLS = 5_000
+MAX_CODE = 2 << 20  # characters of code, every cell together
+MAX_STATEMENTS = 10_000
+# cell magics whose body IPython runs as Python in the notebook's namespace
+_RUNS_ITS_BODY = ("time", "capture", "timeit")
 # a Colab badge or link names the notebook it opens: …/blob/main/student/11_….ipynb
 _LINK = re.compile(r"/blob/[^/\s)]+/(?:[\w.-]+/)*(\d\d_[\w-]+)\.ipynb")
 
@@ -32,7 +42,7 @@ class Snippet:
 
     code: str
     cell: int
-    label: str  # e.g. "the definition of look_ahead_mask (cell 32)"
+    label: str  # e.g. "the definition of look_ahead_mask (cell 33)": from 1
     defines: set[str] = field(default_factory=set)
 
     def order(self) -> dict:
@@ -53,24 +63,44 @@ def find(folder: Path, names: set[str]) -> list[Submission]:
     found: dict[str, Submission] = {}
     for path in sorted(folder.iterdir()):
         if path.is_file() and path.suffix == ".ipynb":
-            found[_unique(path.stem, found)] = Submission(path.stem, path)
+            name = readable(path.stem)
+            found[_unique(name, found)] = Submission(name, path)
         elif path.is_dir() and not path.name.startswith("."):
             notebooks = sorted(p for p in path.rglob("*.ipynb")
                                if ".ipynb_checkpoints" not in p.parts)  # fmt: skip
             if not notebooks:
                 continue
             chosen = max(notebooks, key=lambda p: _score(p, names))
-            sub = Submission(path.name, chosen)
-            others = [str(p.relative_to(path)) for p in notebooks if p != chosen]
+            sub = Submission(readable(path.name), chosen)
+            others = [readable(str(p.relative_to(path)))
+                      for p in notebooks if p != chosen]  # fmt: skip
             if others:
                 sub.notes.append(
                     f"graded {chosen.relative_to(path)}; also in the folder, not "
                     f"graded: {', '.join(others)}"
                 )
-            found[_unique(path.name, found)] = sub
+            found[_unique(sub.student, found)] = sub
     for key, sub in found.items():
         sub.student = key
     return list(found.values())
+
+
+def readable(name: str) -> str:
+    """A file name as text: names that are not UTF-8 (unzip extracts a Windows zip's
+    names as Shift-JIS bytes) read as Windows wrote them, else with their bytes
+    escaped; control characters escaped."""
+    raw = os.fsencode(name)
+    for encoding in ("utf8", "cp932", "cp1252"):
+        try:
+            text = raw.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+        if text.isprintable() or encoding == "utf8":
+            name = text
+            break
+    else:
+        name = raw.decode("utf8", "backslashreplace")
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in name)[:200]
 
 
 def _unique(name: str, taken: dict) -> str:
@@ -89,6 +119,7 @@ def _score(path: Path, names: set[str]) -> tuple[int, int, float]:
     except NotASubmission:
         return (-1, 0, 0.0)
     meta = (nb.get("metadata") or {}).get("transformer_edu") or {}
+    meta = meta if isinstance(meta, dict) else {}
     code = "\n".join(_source(c) for c in nb["cells"] if isinstance(c, dict))
     defined = sum(bool(re.search(rf"\b(def|class)\s+{n}\b|\b{n}\s*=", code))
                   for n in names)  # fmt: skip
@@ -97,11 +128,22 @@ def _score(path: Path, names: set[str]) -> tuple[int, int, float]:
 
 def _load(path: Path) -> dict:
     try:
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise ValueError(f"{size / 2**20:.0f} MB, over the grader's "
+                             f"{MAX_BYTES >> 20} MB")  # fmt: skip
         nb = json.loads(path.read_text(encoding="utf8"))
+        if not isinstance(nb, dict):
+            raise TypeError(f"the file holds a {type(nb).__name__}")
         cells = nb["cells"]
         if not isinstance(cells, list):
             raise TypeError(f"cells is a {type(cells).__name__}")
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+        if len(cells) > MAX_CELLS:
+            raise ValueError(f"{len(cells):,} cells, over the grader's {MAX_CELLS:,}")
+        if not isinstance(nb.get("metadata", {}), dict):
+            raise TypeError("its metadata is not a dict")
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError,
+            RecursionError, MemoryError) as e:  # fmt: skip
         raise NotASubmission(
             f"not a readable notebook: {type(e).__name__}: {str(e)[:120]}"
         ) from e
@@ -110,12 +152,15 @@ def _load(path: Path) -> dict:
 
 def _source(cell: dict) -> str:
     source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else str(source)
+    if isinstance(source, list):
+        return "".join(line for line in source if isinstance(line, str))
+    return source if isinstance(source, str) else ""
 
 
 def chapter_of(nb: dict) -> tuple[str | None, str]:
     """The chapter a notebook says it belongs to, and how it says so."""
     meta = (nb.get("metadata") or {}).get("transformer_edu") or {}
+    meta = meta if isinstance(meta, dict) else {}
     if meta.get("chapter"):
         return str(meta["chapter"]), "its metadata"
     for cell in nb["cells"]:
@@ -137,18 +182,34 @@ def read_program(path: Path, names: set[str]) -> tuple[list[Snippet], list[str]]
         raise NotASubmission(
             f"a notebook of chapter {chapter} ({how}), not of {CHAPTER}"
         )
-    statements, notes = [], []
+    statements, notes, code_size = [], [], 0
     for i, cell in enumerate(nb["cells"]):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
-        code = _without_magics(_source(cell))
+        n = i + 1  # as a reader counts the notebook's cells: from the top, from 1
+        code, why = as_python(_source(cell))
+        if why:
+            notes.append(f"cell {n} {why}: not graded")
+            continue
+        code_size += len(code)
+        if code_size > MAX_CODE:
+            notes.append(f"cell {n} and those below it: over the grader's "
+                         f"{MAX_CODE >> 20} M characters of code, not graded")  # fmt: skip
+            break
         try:
             tree = ast.parse(code)
         except SyntaxError as e:
-            notes.append(f"cell {i} has a syntax error (line {e.lineno}): {e.msg}")
+            notes.append(f"cell {n} has a syntax error (line {e.lineno}): {e.msg}")
+            continue
+        except (ValueError, RecursionError, MemoryError) as e:
+            notes.append(f"cell {n} cannot be read as Python "
+                         f"({type(e).__name__}): not graded")  # fmt: skip
             continue
         for node in tree.body:
-            statements.append((i, node, ast.get_source_segment(code, node) or ""))
+            statements.append((n, node, _segment(code, node)))
+        if len(statements) > MAX_STATEMENTS:
+            raise NotASubmission(f"over {MAX_STATEMENTS:,} top-level statements: "
+                                 "the grader does not read it")  # fmt: skip
     snippets = _needed(statements, names)
     if not any(s.defines & names for s in snippets):
         title = next(
@@ -164,14 +225,34 @@ def read_program(path: Path, names: set[str]) -> tuple[list[Snippet], list[str]]
     return snippets, notes
 
 
-def _without_magics(source: str) -> str:
-    """IPython's %magics and !shell lines are not Python: a `pass` in their place."""
-    return "\n".join(
-        line[: len(line) - len(line.lstrip())] + "pass"
-        if line.lstrip().startswith(("%", "!"))
-        else line
-        for line in source.splitlines()
-    )
+def as_python(source: str) -> tuple[str, str]:
+    """The cell as IPython runs it (``%magic``, ``!shell`` and ``x = !cmd`` become
+    calls of ``get_ipython()``, which does nothing in the grader; a line that merely
+    continues an expression or a string is left alone); a cell magic that runs its
+    body (``%%time``, ``%%capture``) gives its body. Or why the cell is not Python."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    first, _, body = source.lstrip("\n").partition("\n")
+    if first.startswith("%%"):
+        magic = first[2:].split(maxsplit=1)[0] if first[2:].strip() else ""
+        if magic not in _RUNS_ITS_BODY:
+            return "", f"is a %%{magic} cell"
+        source = body
+    try:
+        return TransformerManager().transform_cell(source), ""
+    except (SyntaxError, ValueError, IndexError, RecursionError) as e:
+        return "", f"cannot be read as IPython reads it ({type(e).__name__})"
+
+
+def _segment(code: str, node: ast.stmt) -> str:
+    """The statement's source, its decorators included (``ast`` starts a decorated
+    definition at ``def``)."""
+    decorators = getattr(node, "decorator_list", None)
+    if not decorators:
+        return ast.get_source_segment(code, node) or ""
+    lines = code.splitlines(keepends=True)
+    start = min(d.lineno for d in decorators) - 1
+    return "".join(lines[start : node.end_lineno]).rstrip("\n")
 
 
 _DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef,
