@@ -601,11 +601,11 @@ def test_the_audit_hook_refuses_proc_however_the_path_is_spelled(tmp_path):
     """Where the kernel has no Landlock, the runner's audit hook alone keeps a
     submission out of /proc (its own memory, where the key lies): a str, bytes, or a
     link into /proc such as /dev/fd/.. all count; its own folder stays open."""
-    from transformer_edu.exercises.grading import runner
+    from transformer_edu.exercises.grading import doors
 
     state = {"inside": None, "handling": 0, "phase": "", "recorded": set(),
              "off": False}  # fmt: skip
-    hook, enable = runner._audit_hook(str(tmp_path), {"names": {}}, [], state, b"k")
+    hook, enable = doors._audit_hook(str(tmp_path), {"names": {}}, [], state, b"k")
     enable()
     for path in ("/proc/self/mem", b"/proc/self/mem", "/dev/fd/../mem",
                  b"/dev/fd/3", "../" * 30 + "proc/1/environ"):  # fmt: skip
