@@ -55,34 +55,35 @@ _PATH_EVENTS = ("os.remove", "os.unlink", "os.rmdir", "shutil.rmtree", "os.renam
                 "os.mkfifo", "os.mknod", "os.utime")  # fmt: skip
 
 
-def _normal(path: str, root: str) -> str:
+def _walk(path: str, root: str):
+    """Each place ``path`` passes through, as the kernel walks it part by part (made
+    absolute against ``root``, "." and ".." resolved by text): the last is where it
+    ends."""
+    if not path.startswith("/"):
+        path = root + "/" + path
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part == "..":
+            if parts:
+                parts.pop()
+        elif part and part != ".":
+            parts.append(part)
+        yield "/" + "/".join(parts)
+
+
+# _walk is bound as a default below: the student's code may replace this module's
+# globals, not a function's defaults (changing __defaults__ is refused)
+def _normal(path: str, root: str, _walk=_walk) -> str:
     """``path`` made absolute against ``root``, its "." and ".." resolved by text
     (no symlink inside the work folder can point out: os.symlink is checked)."""
-    if not path.startswith("/"):
-        path = root + "/" + path
-    parts: list[str] = []
-    for part in path.split("/"):
-        if part == "..":
-            if parts:
-                parts.pop()
-        elif part and part != ".":
-            parts.append(part)
-    return "/" + "/".join(parts)
+    *_, here = _walk(path, root)  # where the walk ends
+    return here
 
 
-def _passes(path: str, root: str, places: tuple[str, ...]) -> bool:
+def _passes(path: str, root: str, places: tuple[str, ...], _walk=_walk) -> bool:
     """Whether ``path``, walked part by part as the kernel does, enters one of
     ``places`` on the way (``/dev/fd/../mem`` enters /dev/fd, a link into /proc)."""
-    if not path.startswith("/"):
-        path = root + "/" + path
-    parts: list[str] = []
-    for part in path.split("/"):
-        if part == "..":
-            if parts:
-                parts.pop()
-        elif part and part != ".":
-            parts.append(part)
-        here = "/" + "/".join(parts)
+    for here in _walk(path, root):
         for place in places:
             if here == place or here.startswith(place + "/"):
                 return True
@@ -97,14 +98,17 @@ def _audit_hook(workdir: str, tables: dict, hits: list, state: dict, key: bytes,
     ``limits``: "files", how many files the submission may create or rename in its
     folder; "hidden", folders it may not read (the repository, the submissions;
     Landlock closes them where the kernel has it, this where it has not); "visible",
-    the folders inside those that it may read (the package, the virtualenv)."""
-    limits = limits or {"files": 1 << 30, "hidden": (), "visible": ()}
+    the folders inside those that it may read (the package, the virtualenv);
+    "trusted", ``_trusted_files()``."""
+    if limits is None:
+        limits = {"files": 1 << 30, "hidden": (), "visible": (),
+                  "trusted": _trusted_files()}  # fmt: skip
     bound = dict(_refused=_REFUSED, _prefixes=_REFUSED_PREFIXES,
                  _state_names=_FUNCTION_STATE, _write_flags=_WRITE_FLAGS,
                  _path_events=_PATH_EVENTS, _watch=_WATCH,
                  _files=limits["files"], _hidden=limits["hidden"],
                  _visible=limits["visible"],
-                 _trusted_names=_trusted_files())  # fmt: skip
+                 _trusted_names=limits["trusted"])  # fmt: skip
     return _make_hook(workdir, tables, hits, state, key, **bound, **constants)
 
 

@@ -45,11 +45,12 @@ def child(fd_in: int, fd_out: int, tables: dict, warden: int) -> int:
     confine.limit_resources(hello["file_limit"], hello["memory_limit"])
     if not hello.get("no_seccomp"):
         problems.append(confine.seccomp())
-    readable = [p[:-1] for p in _trusted_files() if p.startswith("/")]
+    trusted = _trusted_files()  # once: Landlock, the hook and the watch read it
+    readable = [p[:-1] for p in trusted if p.startswith("/")]
     problems.append(confine.landlock(hello["workdir"], readable))
     os.chdir(hello["workdir"])
     limits = {"files": hello["files_limit"], "hidden": tuple(hello["hidden"]),
-              "visible": tuple(readable)}  # fmt: skip
+              "visible": tuple(readable), "trusted": trusted}  # fmt: skip
     _watch_and_lock(hello["workdir"], tables, key, limits)
     del key  # from now on only the audit hook holds it
     return _serve(fd_in, fd_out, hello, codes, [p for p in problems if p])
@@ -67,7 +68,8 @@ def _watch_and_lock(workdir: str, tables: dict, key: bytes, limits: dict) -> Non
     mode = _Mode()
     mode.__enter__()
     setprofile, getprofile = sys.setprofile, sys.getprofile
-    profile = _profiler(tables, hits, state, mode, setprofile, getprofile)
+    profile = _profiler(tables, hits, state, mode, setprofile, getprofile,
+                        limits["trusted"])  # fmt: skip
     _lock_doors()
     setprofile(profile)
     close_doors()
@@ -168,7 +170,7 @@ class _Mode(torch.overrides.TorchFunctionMode):
 _HANDLER = _Mode.__dict__["__torch_function__"]
 
 
-def _profiler(tables, hits, state, mode, setprofile, getprofile, *, _type=type,
+def _profiler(tables, hits, state, mode, setprofile, getprofile, trusted, *, _type=type,
               _get=dict.get, _any=any, _range=range, _tuple=tuple, _sorted=sorted,
               _isinstance=isinstance, _str=str, plain=str.__str__, torch_off=TORCH_OFF,
               _name=type.__dict__["__name__"].__get__,
@@ -187,7 +189,6 @@ def _profiler(tables, hits, state, mode, setprofile, getprofile, *, _type=type,
     codes, names, keys = tables["codes"], tables["names"], tables["keys"]
     code_key = make_code_key()  # its names bound before the student's code runs
     torch_files = os.path.dirname(torch.__file__) + os.sep
-    trusted = _trusted_files()
     handler = _HANDLER
     handlers = (handler.__code__, torch.overrides.handle_torch_function.__code__)
     all_disabled = torch._C._is_torch_function_all_disabled
