@@ -30,6 +30,7 @@ from transformer_edu.decoding import (
 )
 from transformer_edu.exercises import BUG_ZOO, CHECKERS, CheckResult
 from transformer_edu.exercises.bleu import corpus_bleu_reference
+from transformer_edu.exercises.harness import count_every_case, drawing, drawn_cases
 from transformer_edu.scaling import training_flops
 from transformer_edu.training import noam_lr, smoothed_targets
 
@@ -548,3 +549,90 @@ def test_beam_search_checker_tells_greedy_apart():
 
 def hand_greedy_decode_k(model, src, beam_size, max_len):
     return hand_greedy_decode(model, src, max_len)
+
+
+# --- cases drawn per run (the grader's second pass) -------------------------------------
+
+DRAWS = [1, 2, 3, 97, 2**31 - 2, 123_456_789]  # the grader draws one in [1, 2**31 - 1]
+
+
+@pytest.mark.parametrize("name", CHECKERS_BUT_SCORE)
+def test_drawn_cases_pass_correct_code(name):
+    """On every draw, the package's code and a handwritten solution pass: a drawn
+    case is never one that only the fixed cases' answers fit."""
+    for draw in DRAWS:
+        with drawn_cases(draw):
+            with exercises.allow_references():
+                ref = CHECKERS[name](REFERENCE[name], quiet=True)
+            hand = CHECKERS[name](HANDWRITTEN[name], quiet=True)
+        assert ref and hand, (draw, ref.message, hand.message)
+        assert ref.message.startswith("✓") and "drawn cases pass" in ref.message
+
+
+@pytest.mark.parametrize("kind", ["dot", "general", "additive"])
+def test_drawn_score_cases_pass_correct_code(kind):
+    for draw in DRAWS:
+        with drawn_cases(draw):
+            assert exercises.check_score_function(SCORE_SOLUTIONS[kind], kind, True)
+
+
+def _key(x) -> object:
+    """What a table of answers could look an input up by: its exact value."""
+    if isinstance(x, torch.Tensor):
+        return ("tensor", tuple(x.shape), str(x.dtype), x.detach().numpy().tobytes())
+    if isinstance(x, nn.Module):
+        return (type(x).__name__, *(_key(v) for v in x.state_dict().values()))
+    if isinstance(x, (list, tuple)):
+        return tuple(_key(v) for v in x)
+    if isinstance(x, dict):
+        return tuple((k, _key(v)) for k, v in sorted(x.items()))
+    return repr(x)
+
+
+class _Table:
+    """Answers the fixed cases from a table it filled from the package's code, and
+    returns None for any input it has not seen."""
+
+    def __init__(self, reference):
+        self.reference, self.answers = reference, {}
+
+    def __call__(self, *args):
+        key = _key(args)
+        if not drawing():
+            self.answers[key] = self.reference(*args)
+        return self.answers.get(key)
+
+
+FUNCTION_CHECKERS = [
+    n for n in CHECKERS_BUT_SCORE if not isinstance(REFERENCE[n], type)
+]
+
+
+@pytest.mark.parametrize("name", FUNCTION_CHECKERS)
+def test_a_table_of_the_fixed_answers_fails_the_drawn_cases(name):
+    """The fixed cases answered from a table pass; on the drawn cases of any run the
+    table answers at most a third (a case whose input stays, such as T = 1)."""
+    table = _Table(REFERENCE[name])
+    with exercises.allow_references():  # the table is filled from the package's code
+        assert CHECKERS[name](table, quiet=True), "the table answers the fixed cases"
+    for draw in DRAWS:
+        with count_every_case(), drawn_cases(draw):
+            result = CHECKERS[name](table, quiet=True)
+        assert not result and result.cases_passed <= result.cases_total / 3, (
+            draw, result.cases_passed, result.cases_total, result.message
+        )  # fmt: skip
+        assert result.case.startswith("drawn: "), result.case
+
+
+def test_a_draw_gives_the_same_cases_every_time():
+    """The same draw, the same cases: a teacher can grade again exactly
+    (--draw); another draw, other cases."""
+    messages = []
+    for draw in (5, 5, 6):
+        with drawn_cases(draw), exercises.allow_references():
+            result = CHECKERS["check_padding_mask"](
+                REFERENCE["check_padding_mask"], True
+            )
+        messages.append(result.message)  # every case's label: its tokens
+    assert messages[0] == messages[1] != messages[2]
+    assert "drawn cases pass" in messages[0]

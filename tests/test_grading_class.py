@@ -17,7 +17,11 @@ import nbformat
 import pytest
 from test_grading import TIME_LIMIT, make_grade, read_grades, total
 
-from transformer_edu.exercises import CALLED_REFERENCE
+from transformer_edu.exercises import (
+    CALLED_REFERENCE,
+    check_causal_mask,
+    check_noam_lr,
+)
 from transformer_edu.exercises.grading import EXERCISES, NAMES, read_program
 from transformer_edu.exercises.grading.submissions import (
     MAX_CELLS,
@@ -98,6 +102,27 @@ def test_the_solutions_cannot_be_read_at_grading_time(graded):
     rows = graded["by"]["pts_reads_the_solutions"]
     assert total(rows) == 0
     assert "PermissionError" in rows["1.1"]["note"], rows["1.1"]["note"]
+
+
+def test_a_table_of_the_notebook_s_answers_earns_little(graded):
+    """Each exercise is checked again on cases drawn for the run: answers written out
+    for the notebook's cases pass its checks and little else."""
+    table = subs.answers_from_a_table()
+    for name, check in [
+        ("look_ahead_mask", check_causal_mask),
+        ("lr_at", check_noam_lr),
+    ]:
+        space: dict = {}
+        exec(table[name], space)  # noqa: S102  the submission's own cell
+        assert check(space[name], quiet=True)  # what the notebook showed: passed
+    rows = graded["by"]["pts_answers_from_a_table"]
+    assert _not_passed(rows) == {"6.1": "failed", "9.2": "failed"}, rows
+    assert float(rows["6.1"]["points"]) == 0.25  # T = 1 is drawn as itself
+    assert float(rows["9.2"]["points"]) == 0
+    for row in (rows["6.1"], rows["9.2"]):
+        assert row["verdict"].startswith("on a case drawn for this run ("), row
+        assert "KeyError" in row["verdict"], row
+    assert "cases drawn from " in graded["stdout"]
 
 
 def test_a_class_that_says_it_is_torch_s_earns_nothing(graded):

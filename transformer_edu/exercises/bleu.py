@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import random
 from collections import Counter
 from collections.abc import Callable
 from functools import partial
@@ -16,6 +17,7 @@ from .harness import (
     Forbidden,
     as_tensor,
     call,
+    drawn,
     expect,
     match,
     references,
@@ -73,8 +75,30 @@ def check_corpus_bleu(fn: Callable, quiet: bool = False) -> CheckResult:
         ("one sentence", [w("we went to the park yesterday")],
          [w("we went to the park on sunday")]),
     ]  # fmt: skip
+    table = drawn(table, _other_words, seed=100)
     cases = [Case(label, partial(_run_bleu, fn, h, r)) for label, h, r in table]
     return run_cases("check_corpus_bleu", cases, quiet, BLEU_REFERENCES)
+
+
+_POOL = (
+    "a an the this that my your his her our cat dog bird fish tree park river city "
+    "school house room book pen car train bus road hill sea sky sun rain snow wind "
+    "red blue green big small old new good bad we you he she they I am is are was "
+    "sat ran saw went came ate read wrote sang slept on in at to from with by today"
+).split()
+
+
+def _other_words(rng: random.Random, row: tuple) -> tuple:
+    """The case with every word renamed (one new word per old one, so repeats stay
+    repeats) and a few words more at the end of one sentence and its reference: the
+    same kind of corpus, another score."""
+    label, hyps, refs = row
+    old = sorted({w for s in hyps + refs for w in s})
+    to = dict(zip(old, rng.sample(_POOL, len(old)), strict=True))
+    hyps, refs = [[to[w] for w in s] for s in hyps], [[to[w] for w in s] for s in refs]
+    i, tail = rng.randrange(len(hyps)), rng.choices(_POOL, k=rng.randint(1, 3))
+    hyps[i], refs[i] = hyps[i] + tail, refs[i] + tail
+    return label, hyps, refs
 
 
 def _run_bleu(fn: Callable, hyps: list, refs: list) -> None:

@@ -4,6 +4,7 @@ exercises.sampling; corpus BLEU: exercises.bleu)."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from functools import partial
 
@@ -28,7 +29,10 @@ from .harness import (
     Failure,
     as_tensor,
     call,
+    drawn,
     expect,
+    generator,
+    manual_seed,
     match,
     references,
     run_cases,
@@ -118,19 +122,35 @@ def check_greedy_decode(fn: Callable, quiet: bool = False) -> CheckResult:
     ``model.decode(ys, memory, src_mask)`` -> (1, t, D), ``model.generator(h)`` ->
     logits; BOS = 1, EOS = 2.
     """
-    torch.manual_seed(0)
-    real = make_model(
-        16, 16, n_layers=1, d_model=16, n_heads=2, d_ff=32, dropout=0.0, max_len=32
-    ).eval()
+    real = _untrained_model()
     scripted = _ScriptedTranslator()
-    table = [  # label, model, src, max_len
+    table = drawn([  # label, model, src, max_len
         ("4-word source, room to finish", scripted, [5, 9, 7, 11], 10),
         ("max_len reached before EOS", scripted, [5, 9, 7, 11], 2),
         ("1-word source", scripted, [13], 6),
         ("a real (untrained) Transformer", real, [4, 8, 6], 6),
-    ]
+    ], _other_source, seed=14)  # fmt: skip
     cases = [Case(label, partial(_run, fn, *args)) for label, *args in table]
     return run_cases("check_greedy_decode", cases, quiet, GREEDY_REFERENCES)
+
+
+def _untrained_model() -> nn.Module:
+    """The real Transformer of the decoding cases: small, untrained, with fixed
+    weights (or weights drawn for the run, when the cases are drawn)."""
+    manual_seed(0)
+    model = make_model(
+        16, 16, n_layers=1, d_model=16, n_heads=2, d_ff=32, dropout=0.0, max_len=32
+    ).eval()
+    with torch.no_grad():  # it never predicts PAD or BOS: a PAD fed back to the
+        # decoder is masked when the prefix is decoded whole, not when it is cached
+        model.generator.proj.bias[[PAD, BOS]] = -1e4
+    return model
+
+
+def _other_source(rng: random.Random, row: tuple) -> tuple:
+    """A case of the same kind with a source of the same length drawn anew."""
+    label, model, src, *rest = row
+    return (label, model, [rng.randint(4, 15) for _ in src], *rest)
 
 
 def _run(fn: Callable, model: nn.Module, src: list[int], max_len: int) -> None:
@@ -211,12 +231,23 @@ LENGTH_PENALTY_REFERENCES = references(length_penalty)
 def check_length_penalty(fn: Callable, quiet: bool = False) -> CheckResult:
     """Check ``fn(length, alpha)`` -> Wu et al.'s lp(Y) = ((5 + |Y|) / 6) ** α, the
     divisor of a finished hypothesis's summed log-probability (α = 0: 1)."""
-    table = [(0.6, [1, 2, 5, 10, 30]), (0.0, [1, 7, 40]), (1.0, [1, 3, 12])]
+    table = drawn(
+        [(0.6, [1, 2, 5, 10, 30]), (0.0, [1, 7, 40]), (1.0, [1, 3, 12])],
+        _other_lengths,
+        seed=18,
+    )
     cases = [
         Case(f"α={alpha}, lengths {lengths}", partial(_run_lp, fn, alpha, lengths))
         for alpha, lengths in table
     ]
     return run_cases("check_length_penalty", cases, quiet, LENGTH_PENALTY_REFERENCES)
+
+
+def _other_lengths(rng: random.Random, row: tuple) -> tuple:
+    """Lengths (1 among them) and α drawn anew; α = 0 stays 0 (lp = 1)."""
+    alpha, lengths = row
+    alpha = round(rng.uniform(0.2, 1.5), 2) if alpha else 0.0
+    return alpha, [1, *sorted(rng.sample(range(2, 61), len(lengths) - 1))]
 
 
 def _run_lp(fn: Callable, alpha: float, lengths: list[int]) -> None:
@@ -304,6 +335,15 @@ class _MarkovTranslator(_ScriptedTranslator):
     def decode(self, tgt, memory, src_mask, cache=None, offset=0, tgt_mask=None):
         return self.logp[tgt]  # (B, T, V): log-probabilities, the generator's output
 
+    @classmethod
+    def relabelled(cls, seed: int) -> dict:
+        """The trap itself, or, when the cases are drawn, the same trap with the word
+        ids 4-15 shuffled (BOS and EOS kept): the same decisions, other answers."""
+        ids = list(range(4, cls.vocab_size))
+        new = drawn([ids], lambda rng, row: rng.sample(row, len(row)), seed)[0]
+        to = {BOS: BOS, EOS: EOS, **dict(zip(ids, new, strict=True))}
+        return {to[p]: [(to[t], q) for t, q in row] for p, row in cls.TRAP.items()}
+
 
 def check_beam_search(fn: Callable, quiet: bool = False) -> CheckResult:
     """Check ``fn(model, src, beam_size, max_len)`` -> the best hypothesis's ids: beam
@@ -311,18 +351,15 @@ def check_beam_search(fn: Callable, quiet: bool = False) -> CheckResult:
     penalty), without BOS, up to and including EOS; prefixes still live after
     ``max_len`` tokens count as finished. Same interface as ``check_greedy_decode``.
     """
-    torch.manual_seed(0)
-    real = make_model(
-        16, 16, n_layers=1, d_model=16, n_heads=2, d_ff=32, dropout=0.0, max_len=32
-    ).eval()
-    trap = _MarkovTranslator().eval()
-    table = [  # label, model, src, beam_size, max_len
+    real = _untrained_model()
+    trap = _MarkovTranslator(_MarkovTranslator.relabelled(seed=15)).eval()
+    table = drawn([  # label, model, src, beam_size, max_len
         ("a model where greedy ≠ beam, K=2", trap, [5, 9, 7], 2, 8),
         ("the same model, K=1 (greedy)", trap, [5, 9, 7], 1, 8),
         ("the same model, K=4", trap, [5, 9, 7], 4, 8),
         ("max_len=2 before any EOS", trap, [5, 9, 7], 2, 2),
         ("a real (untrained) Transformer, K=3", real, [4, 8, 6], 3, 6),
-    ]
+    ], _other_source, seed=16)  # fmt: skip
     cases = [Case(label, partial(_run_beam, fn, *args)) for label, *args in table]
     return run_cases("check_beam_search", cases, quiet, BEAM_REFERENCES)
 
@@ -417,22 +454,38 @@ def check_cached_beam_step(fn: Callable, quiet: bool = False) -> CheckResult:
     only the newest token (``model.decode(ys[:, -1:], memory, src_mask, cache, t - 1)``)
     and return log p(next token | ys) with the cache that now holds t positions.
     """
+    table = drawn([  # n_layers, parents, t
+        (1, [2, 0, 0], 3), (2, [1, 3, 3, 0], 4), (1, [0, 1], 2),
+    ], _other_parents, seed=17)  # fmt: skip
     cases = [
-        Case(label, partial(_run_cache_step, fn, *args))
-        for label, *args in [
-            ("k=3, parents [2, 0, 0], 1 layer", 1, [2, 0, 0], 3),
-            ("k=4, parents [1, 3, 3, 0], 2 layers", 2, [1, 3, 3, 0], 4),
-            ("k=2, parents [0, 1] (no reordering needed)", 1, [0, 1], 2),
-        ]
+        Case(_cache_label(*args), partial(_run_cache_step, fn, *args)) for args in table
     ]
     return run_cases("check_cached_beam_step", cases, quiet, CACHE_STEP_REFERENCES)
+
+
+def _other_parents(rng: random.Random, row: tuple) -> tuple:
+    """Parents drawn anew: some row reordered (or, as the fixed case, none)."""
+    n_layers, parents, t = row
+    k = len(parents)
+    if parents == sorted(parents) and len(set(parents)) == k:
+        return row  # the case without reordering stays one
+    while (new := [rng.randrange(k) for _ in range(k)]) == list(range(k)):
+        pass
+    return n_layers, new, t
+
+
+def _cache_label(n_layers: int, parents: list[int], t: int) -> str:
+    k = len(parents)
+    if parents == list(range(k)):
+        return f"k={k}, parents {parents} (no reordering needed)"
+    return f"k={k}, parents {parents}, {n_layers} layer{'s' * (n_layers > 1)}"
 
 
 @torch.no_grad()
 def _cache_state(n_layers: int, k: int, t: int):
     """A real (untrained) model, a source, k different prefixes of t - 1 tokens and
     the cache after decoding them (one token at a time)."""
-    torch.manual_seed(n_layers)
+    manual_seed(n_layers)
     model = make_model(
         16, 16, n_layers=n_layers, d_model=16, n_heads=2, d_ff=32, dropout=0.0,
         max_len=32,
@@ -440,7 +493,7 @@ def _cache_state(n_layers: int, k: int, t: int):
     src = torch.tensor([[4, 9, 6, 11]])  # (1, S)
     memory, src_mask = model.encode(src)
     memory, src_mask = memory.expand(k, -1, -1), src_mask.expand(k, -1, -1, -1)
-    g = torch.Generator().manual_seed(7 + k)
+    g = generator(7 + k)
     prev = torch.randint(4, 16, (k, t - 1), generator=g)  # (k, t - 1)
     prev[:, 0] = BOS
     cache = model.decoder.new_cache()
@@ -453,7 +506,7 @@ def _run_cache_step(fn: Callable, n_layers: int, parents: list[int], t: int) -> 
     k = len(parents)
     model, memory, src_mask, prev, cache = _cache_state(n_layers, k, t)
     order = torch.tensor(parents)
-    g = torch.Generator().manual_seed(t)
+    g = generator(t)
     ys = torch.cat([prev[order], torch.randint(4, 16, (k, 1), generator=g)], 1)
     with torch.no_grad():
         h = model.decode(ys, memory, src_mask)  # (k, t, D): the whole prefixes again

@@ -17,13 +17,15 @@ exception's frames and the references it called from that process.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import html
 import math
+import random
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -139,6 +141,77 @@ def count_every_case() -> Iterator[None]:
         _COUNTING.reset(token)
 
 
+# --- cases drawn per run (the grader's) -------------------------------------------------
+
+_DRAW: ContextVar[int] = ContextVar("draw", default=0)
+Row = TypeVar("Row")
+
+
+@contextlib.contextmanager
+def drawn_cases(draw: int) -> Iterator[None]:
+    """Inside the block, checkers run their cases on inputs drawn from ``draw``, the
+    grader's secret for one run (0: the fixed cases, the notebook's).
+
+    Every seed a case names is mixed with ``draw`` (:func:`randn`, :func:`manual_seed`,
+    :func:`generator`, :func:`distinct`), and every table of sizes, tokens or scalars
+    is drawn anew row by row (:func:`drawn`): each case keeps its kind and what it
+    tests, its inputs change, and so does the answer. A notebook that knows the fixed
+    cases' answers does not know these.
+    """
+    token = _DRAW.set(draw)
+    try:
+        yield
+    finally:
+        _DRAW.reset(token)
+
+
+def drawing() -> bool:
+    """True inside :func:`drawn_cases`."""
+    return bool(_DRAW.get())
+
+
+def seed_of(seed: int) -> int:
+    """``seed`` itself for the fixed cases, else ``seed`` mixed with the run's draw."""
+    draw = _DRAW.get()
+    if not draw:
+        return seed
+    digest = hashlib.blake2b(f"{seed}:{draw}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
+
+
+def manual_seed(seed: int) -> None:
+    """``torch.manual_seed`` with the case's seed (mixed with the draw, if any)."""
+    torch.manual_seed(seed_of(seed))
+
+
+def generator(seed: int) -> torch.Generator:
+    """A ``torch.Generator`` seeded with the case's seed (mixed with the draw)."""
+    return torch.Generator().manual_seed(seed_of(seed))
+
+
+def distinct(*shape: int, seed: int) -> Tensor:
+    """Distinct float values, to show where each one went: 0, 1, 2, … in order, or
+    the same numbers shuffled when the cases are drawn."""
+    n = math.prod(shape)
+    if not drawing():
+        return torch.arange(n, dtype=torch.float32).reshape(shape)
+    return torch.randperm(n, generator=generator(seed)).float().reshape(shape)
+
+
+def drawn(
+    fixed: Sequence[Row], draw: Callable[[random.Random, Row], Row], seed: int = 0
+) -> list[Row]:
+    """A checker's table of cases: ``fixed`` itself, or, when the cases are drawn,
+    each row replaced by ``draw(rng, row)``, a row of the same kind."""
+    if not drawing():
+        return list(fixed)
+    rng = random.Random(seed_of(seed))
+    return [draw(rng, row) for row in fixed]
+
+
+# --- running the cases ----------------------------------------------------------------
+
+
 def run_cases(
     check: str,
     cases: Sequence[Case],
@@ -163,7 +236,7 @@ def run_cases(
         _FORBIDDEN.reset(token)
     if result is None:
         names = " · ".join(c.label for c in cases)
-        message = f"✓ {check}: all {total} cases pass ({names})."
+        message = f"✓ {check}: all {total} {_case_word()}s pass ({names})."
         result = CheckResult(
             check, True, message, "passed", cases_run=total, cases_total=total,
             cases_passed=total,
@@ -192,11 +265,16 @@ def _count_the_rest(result: CheckResult, cases: Sequence[Case]) -> int:
     return passed
 
 
+def _case_word() -> str:
+    return "drawn case" if drawing() else "case"
+
+
 def _first_failure(check: str, cases: Sequence[Case]) -> CheckResult | None:
-    total = len(cases)
+    total, word = len(cases), _case_word()
     for i, case in enumerate(cases, 1):
         # every way a case can end but passing becomes a verdict, never an exception
-        failed = {"case": case.label, "cases_run": i, "cases_total": total}
+        label = f"drawn: {case.label}" if drawing() else case.label
+        failed = {"case": label, "cases_run": i, "cases_total": total}
         try:
             case.run()
         except NotImplementedYet:
@@ -206,7 +284,10 @@ def _first_failure(check: str, cases: Sequence[Case]) -> CheckResult | None:
             )
             return CheckResult(check, False, message, "not implemented", **failed)
         except Failure as f:
-            lines = [f"✗ {check}: case {i}/{total} failed: {case.label}", f"  {f.what}"]
+            lines = [
+                f"✗ {check}: {word} {i}/{total} failed: {case.label}",
+                f"  {f.what}",
+            ]
             if f.expected is not None and f.expected.startswith("\n"):  # a grid
                 lines += [f"  expected:{f.expected}", f"  got:{f.got}"]
             elif f.expected is not None:
@@ -217,12 +298,14 @@ def _first_failure(check: str, cases: Sequence[Case]) -> CheckResult | None:
             return CheckResult(check, False, message, "failed", hint=f.hint, **failed)
         except Exception as e:  # the answer was too odd for the checker itself
             message = (
-                f"✗ {check}: case {i}/{total} failed: {case.label}\n"
+                f"✗ {check}: {word} {i}/{total} failed: {case.label}\n"
                 f"  could not read your answer: {type(e).__name__}: {short(str(e))}"
             )
             return CheckResult(check, False, message, "failed", **failed)
         except BaseException as e:  # the grader stopped the code: say in which case
-            e.add_note(f"case {i}/{total}: {case.label}")
+            e.add_note(
+                f"case {i}/{total}: {case.label}" + (" (drawn)" if drawing() else "")
+            )
             raise
     return None
 
@@ -467,6 +550,7 @@ def expect(
 
 
 def randn(*shape: int, seed: int, std: float = 1.0, dtype=torch.float32) -> Tensor:
-    """Normal values that depend only on ``seed`` (drawn in float64, then cast)."""
-    g = torch.Generator().manual_seed(seed)
+    """Normal values that depend only on ``seed`` (and the run's draw, when the cases
+    are drawn: :func:`drawn_cases`), drawn in float64, then cast."""
+    g = generator(seed)
     return (torch.randn(*shape, generator=g, dtype=torch.float64) * std).to(dtype)

@@ -18,7 +18,9 @@ from .harness import (
     CheckResult,
     Failure,
     call,
+    distinct,
     expect,
+    manual_seed,
     match,
     randn,
     references,
@@ -66,8 +68,7 @@ def check_split_heads(fn: Callable, quiet: bool = False) -> CheckResult:
 
 
 def _run_split(fn: Callable, B: int, T: int, D: int, H: int) -> None:
-    # distinct values show where each feature went
-    x = torch.arange(B * T * D, dtype=torch.float32).reshape(B, T, D)
+    x = distinct(B, T, D, seed=B * T * D)  # distinct values show where each one went
     expected = MultiHeadAttention(D, H).split_heads(x)
     got = call(fn, x.clone(), H, on_error=_reshape_error_hint)
     Dh = D // H
@@ -105,7 +106,7 @@ def check_combine_heads(fn: Callable, quiet: bool = False) -> CheckResult:
 
 
 def _run_combine(fn: Callable, B: int, H: int, T: int, Dh: int) -> None:
-    x = torch.arange(B * H * T * Dh, dtype=torch.float32).reshape(B, H, T, Dh)
+    x = distinct(B, H, T, Dh, seed=B * H * T * Dh)
     expected = MultiHeadAttention(H * Dh, H).combine_heads(x)
     got = call(fn, x.clone(), on_error=_reshape_error_hint)
     variants = [(COMBINE_WITHOUT_TRANSPOSE, lambda: x.reshape(B, T, H * Dh))]
@@ -224,7 +225,7 @@ def _run_mha(
     seed: int,
 ) -> None:
     # 1) build the learner's module; its projections must be real, registered layers
-    torch.manual_seed(seed)
+    manual_seed(seed)
     module = call(cls, D, H)
     if not isinstance(module, nn.Module):
         raise Failure(

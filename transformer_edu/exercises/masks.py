@@ -3,6 +3,7 @@ encoder-decoder. Masks are boolean, True = "may attend"."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from functools import partial
 
@@ -18,6 +19,7 @@ from .harness import (
     Failure,
     as_tensor,
     call,
+    drawn,
     fmt,
     grid,
     references,
@@ -57,8 +59,14 @@ MASKS_REFERENCES = references(target_mask)  # padding_mask and causal_mask are g
 def check_causal_mask(fn: Callable, quiet: bool = False) -> CheckResult:
     """Check ``fn(T)`` -> boolean (T, T) or (1, 1, T, T) look-ahead mask, True = may
     attend: row t (a query) may see columns 0 … t (keys), itself included."""
-    cases = [Case(f"T={T}", partial(_run_causal, fn, T)) for T in (4, 1, 2, 7)]
+    sizes = drawn((4, 1, 2, 7), _other_length, seed=60)
+    cases = [Case(f"T={T}", partial(_run_causal, fn, T)) for T in sizes]
     return run_cases("check_causal_mask", cases, quiet, CAUSAL_REFERENCES)
+
+
+def _other_length(rng: random.Random, T: int) -> int:
+    """A length none of the fixed cases has (one position stays one)."""
+    return 1 if T == 1 else rng.choice([t for t in range(3, 17) if t not in (4, 7)])
 
 
 def _run_causal(fn: Callable, T: int) -> None:
@@ -123,14 +131,42 @@ def check_padding_mask(fn: Callable, quiet: bool = False) -> CheckResult:
     (keys that may be attended), for tokens (B, S)."""
     cases = [
         Case(f"tokens {tokens}, pad_idx={pad}", partial(_run_padding, fn, tokens, pad))
-        for tokens, pad in [
-            ([[5, 6, 7, 0, 0], [8, 9, 0, 0, 0]], 0),
-            ([[4, 5, 6]], 0),
-            ([[0, 5, 3, 3], [7, 0, 2, 3]], 3),
-            ([[9]], 0),
-        ]
+        for tokens, pad in drawn(
+            [
+                ([[5, 6, 7, 0, 0], [8, 9, 0, 0, 0]], 0),
+                ([[4, 5, 6]], 0),
+                ([[0, 5, 3, 3], [7, 0, 2, 3]], 3),
+                ([[9]], 0),
+            ],
+            _other_padding,
+            seed=61,
+        )  # fmt: skip
     ]
     return run_cases("check_padding_mask", cases, quiet, PADDING_REFERENCES)
+
+
+def _other_padding(rng: random.Random, row: tuple) -> tuple:
+    """Tokens of the same shape drawn anew: a sentence padded in the fixed case is
+    padded (1 to as many PADs), one without padding gets none; a non-zero PAD stays
+    non-zero, and then 0 is an ordinary token."""
+    tokens, fixed_pad = row
+    pad = rng.randint(1, 9) if fixed_pad else 0
+    rows = []
+    for r in tokens:
+        n_pad = r.count(fixed_pad)
+        rows.append(_tokens(rng, len(r), rng.randint(1, n_pad) if n_pad else 0, pad))
+    return rows, pad
+
+
+def _tokens(rng: random.Random, S: int, n_pad: int, pad: int) -> list[int]:
+    """S ids of 0-9, the last ``n_pad`` of them PAD (at random places when PAD is not
+    0, as in the fixed case), the others not PAD."""
+    words = [rng.choice([i for i in range(10) if i != pad]) for _ in range(S - n_pad)]
+    if pad == 0:
+        return words + [pad] * n_pad
+    for _ in range(n_pad):
+        words.insert(rng.randint(1, len(words)) if words else 0, pad)
+    return words
 
 
 def _run_padding(fn: Callable, tokens: list[list[int]], pad: int) -> None:
@@ -176,28 +212,30 @@ def check_transformer_masks(fn: Callable, quiet: bool = False) -> CheckResult:
     Each must be boolean (True = may attend) and broadcast to the scores it masks:
     (B, H, S, S), (B, H, T, T) and (B, H, T, S).
     """
+    table = drawn([  # label, src, tgt (PAD = 0, BOS = 1)
+        ("S=5, T=4 with padding",
+         [[5, 6, 7, 8, 0], [9, 4, 0, 0, 0]], [[1, 5, 6, 0], [1, 7, 8, 9]]),
+        ("S = T = 4 (fixed-length padding)",
+         [[5, 6, 0, 0], [4, 5, 6, 7]], [[1, 8, 9, 4], [1, 5, 0, 0]]),
+        ("no padding", [[4, 5, 6]], [[1, 7]]),
+    ], _other_pair, seed=62)  # fmt: skip
     cases = [
-        Case(
-            "S=5, T=4 with padding",
-            partial(
-                _run_three,
-                fn,
-                [[5, 6, 7, 8, 0], [9, 4, 0, 0, 0]],
-                [[1, 5, 6, 0], [1, 7, 8, 9]],
-            ),
-        ),
-        Case(
-            "S = T = 4 (fixed-length padding)",
-            partial(
-                _run_three,
-                fn,
-                [[5, 6, 0, 0], [4, 5, 6, 7]],
-                [[1, 8, 9, 4], [1, 5, 0, 0]],
-            ),
-        ),
-        Case("no padding", partial(_run_three, fn, [[4, 5, 6]], [[1, 7]])),
+        Case(label, partial(_run_three, fn, src, tgt)) for label, src, tgt in table
     ]
     return run_cases("check_transformer_masks", cases, quiet, MASKS_REFERENCES)
+
+
+def _other_pair(rng: random.Random, row: tuple) -> tuple:
+    """Sources and targets of the same shapes drawn anew, padded (PAD = 0) where the
+    fixed case's sentences were; each target starts with BOS."""
+
+    def redraw(r: list[int], first: list[int]) -> list[int]:
+        n_pad = r.count(0)
+        n_pad = rng.randint(1, n_pad) if n_pad else 0
+        return first + _tokens(rng, len(r) - len(first), n_pad, 0)
+
+    label, src, tgt = row
+    return label, [redraw(r, []) for r in src], [redraw(r, [1]) for r in tgt]
 
 
 def _run_three(fn: Callable, src: list[list[int]], tgt: list[list[int]]) -> None:

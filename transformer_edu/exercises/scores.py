@@ -14,6 +14,7 @@ from .harness import (
     CheckResult,
     call,
     expect,
+    manual_seed,
     match,
     randn,
     references,
@@ -56,7 +57,7 @@ def _case(fn: Callable, kind: str, B: int, T: int, S: int, H: int, seed: int) ->
 
 
 def _run(fn: Callable, kind: str, B: int, T: int, S: int, H: int, seed: int) -> None:
-    torch.manual_seed(seed)  # the reference's layers: fn gets the very same ones
+    manual_seed(seed)  # the reference's layers: fn gets the very same ones
     ref = SCORE_FUNCTIONS[kind](H)
     query, keys = randn(B, T, H, seed=seed), randn(B, S, H, seed=seed + 1)
     layers = [getattr(ref, a) for a in _LAYERS[kind]]

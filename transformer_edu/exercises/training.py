@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from functools import partial
 
@@ -16,6 +17,7 @@ from .harness import (
     as_tensor,
     call,
     close,
+    drawn,
     expect,
     references,
     run_cases,
@@ -33,9 +35,21 @@ def check_label_smoothing(fn: Callable, quiet: bool = False) -> CheckResult:
             f"N={len(target)}, V={V}, ε={eps}",
             partial(_run_smoothing, fn, target, V, eps),
         )
-        for target, V, eps in [([1, 3, 0], 5, 0.1), ([0, 1], 2, 0.3), ([7], 50, 0.0)]
+        for target, V, eps in drawn(
+            [([1, 3, 0], 5, 0.1), ([0, 1], 2, 0.3), ([7], 50, 0.0)],
+            _other_targets,
+            seed=80,
+        )
     ]
     return run_cases("check_label_smoothing", cases, quiet, SMOOTHING_REFERENCES)
+
+
+def _other_targets(rng: random.Random, row: tuple) -> tuple:
+    """As many targets, a vocabulary and ε drawn anew (ε = 0 stays 0: one-hot)."""
+    target, V, eps = row
+    V = rng.randint(2, 60)
+    eps = round(rng.uniform(0.05, 0.4), 2) if eps else 0.0
+    return [rng.randrange(V) for _ in target], V, eps
 
 
 def _run_smoothing(fn: Callable, target: list[int], V: int, eps: float) -> None:
@@ -69,11 +83,16 @@ def _smoothing_mistake(got: Tensor, tgt: Tensor, V: int, eps: float) -> str | No
     return None
 
 
+def _other_schedule(rng: random.Random, row: tuple) -> tuple:
+    """A model width and a warm-up drawn anew."""
+    return rng.choice([32, 64, 128, 256, 512, 768, 1024]), rng.randint(10, 8000)
+
+
 def check_noam_lr(fn: Callable, quiet: bool = False) -> CheckResult:
     """Check ``fn(step, d_model, warmup)`` -> the paper's learning rate
     d_model^-0.5 · min(step^-0.5, step · warmup^-1.5) for steps >= 1."""
     cases = []
-    for D, warmup in [(512, 4000), (64, 100)]:
+    for D, warmup in drawn([(512, 4000), (64, 100)], _other_schedule, seed=81):
         steps = [1, 2, warmup // 2, warmup, warmup + 1, 4 * warmup, 20 * warmup]
         label = f"d_model={D}, warmup={warmup}, steps {steps}"
         cases.append(Case(label, partial(_run_noam, fn, D, warmup, steps)))

@@ -4,7 +4,9 @@
 
 The checkers are the tests: each exercise's points come from its checker's verdict
 (partial credit: the share of its cases passed), and its hint goes into the table
-and into the student's feedback file.
+and into the student's feedback file. Each answer is checked on the notebook's fixed
+cases and again on cases drawn for the run from a secret number (``--draw``), and
+gets the share of the pass where it did worse.
 
 Where the grade is decided: in this process, which never runs a line of a student's
 code. Each submission's code runs in a *runner* of its own (``runner``), forked by a
@@ -23,14 +25,18 @@ Adding a graded exercise needs no change to the grader's machinery:
    ``harness.run_cases``; the learner's code is called only through
    ``harness.call(fn, ...)``; expected values are computed and compared in the
    checker; the references it refuses are named with ``harness.references(...)``
-   (the grader's runner watches the same tables). Register it in
+   (the grader's runner watches the same tables); its random inputs come from
+   ``harness.randn``, ``manual_seed`` or ``generator`` and its tables of sizes,
+   tokens or numbers pass through ``harness.drawn(table, draw_a_row)``, so that the
+   grader's second pass checks other cases of the same kinds. Register it in
    ``exercises.CHECKERS``.
 2. Add its line to ``EXERCISES`` below: the id as chapter 11 numbers it, the name the
    student defines, the checker's key in ``CHECKERS``, the points (its stars), and
    the ``kind`` option if the checker takes one.
 3. Tests: its forbidden and allowed answers in ``tests/test_references.py`` (a test
    fails while a checker has none), its solution's name in ``solved()`` of
-   ``tests/_submissions.py``.
+   ``tests/_submissions.py``; ``tests/test_exercises.py`` then checks that its drawn
+   cases pass correct code and fail a table of the fixed cases' answers.
 
 What crosses to the student's process: the arguments ``call`` passes are pickled
 (tensors, numbers, lists, the package's modules, a model included; a lambda or a
@@ -42,6 +48,7 @@ dicts) or, for an object such as an ``nn.Module``, as a mirror whose calls run t
 from __future__ import annotations
 
 import argparse
+import secrets
 import shutil
 import sys
 import tempfile
@@ -51,7 +58,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import CHECKERS
-from ..harness import CALLED_REFERENCE, WATCH_FAILED, count_every_case
+from ..harness import (
+    CALLED_REFERENCE,
+    WATCH_FAILED,
+    CheckResult,
+    count_every_case,
+    drawn_cases,
+)
 from .judge import RunnerGone, Warden, proxy
 from .mirror import StudentExit
 from .report import Row, table, write_all
@@ -142,8 +155,10 @@ class _Budget:
 
 
 def grade_submission(sub: Submission, warden: Warden, workdir: Path,
-                     limits: Limits) -> list[Row]:  # fmt: skip
-    """Every exercise's row for one submission (never raises for a bad one)."""
+                     limits: Limits, draw: int = 0) -> list[Row]:  # fmt: skip
+    """Every exercise's row for one submission (never raises for a bad one); with a
+    ``draw``, each exercise is checked on the fixed cases and on cases drawn from it
+    (``harness.drawn_cases``)."""
     try:
         snippets, notes = read_program(sub.path, NAMES)
     except NotASubmission as e:
@@ -174,7 +189,7 @@ def grade_submission(sub: Submission, warden: Warden, workdir: Path,
             while pending and runner.alive and budget.left() > 0:
                 ex = pending[0]
                 results[ex.id] = _check(runner, ex, sub.student, snippets, skipped,
-                                        load_notes, budget)  # fmt: skip
+                                        load_notes, budget, draw)  # fmt: skip
                 pending.pop(0)
         except RunnerGone as gone:
             checking = runner.phase.startswith("while checking")
@@ -238,7 +253,8 @@ def _load(runner, snippets: list[Snippet], skipped: dict, load_notes: dict,
 
 
 def _check(runner, ex: Exercise, student: str, snippets: list[Snippet],
-           skipped: dict, load_notes: dict, budget: _Budget) -> Row:  # fmt: skip
+           skipped: dict, load_notes: dict, budget: _Budget,
+           draw: int = 0) -> Row:  # fmt: skip
     runner.phase = f"while checking exercise {ex.id}"
     runner.set_limit(budget.limit())
     runner.sets_used, runner.printed, runner.calls = set(), 0, 0
@@ -258,6 +274,11 @@ def _check(runner, ex: Exercise, student: str, snippets: list[Snippet],
     try:
         with count_every_case():
             result = CHECKERS[ex.checker](fn, quiet=True, **kwargs)
+            if draw and result.cases_passed:  # the fixed cases left points to lose
+                runner.set_limit(budget.limit())
+                with drawn_cases(draw):
+                    again = CHECKERS[ex.checker](fn, quiet=True, **kwargs)
+                    result = _weaker(result, again)
     except RunnerGone:
         raise
     except StudentExit as e:
@@ -280,8 +301,9 @@ def _check(runner, ex: Exercise, student: str, snippets: list[Snippet],
     elif status == "failed":  # the checker's second line says what went wrong
         lines = result.message.splitlines()
         verdict = lines[1].strip() if len(lines) > 1 else verdict
-    share = result.cases_passed / result.cases_total if result.cases_total else 0
-    points = ex.points if status == "passed" else ex.points * share
+        if result.case and result.case.startswith("drawn: "):
+            verdict = f"on a case drawn for this run ({result.case[7:]}): {verdict}"
+    points = ex.points if status == "passed" else ex.points * _share(result)
     if status != "passed" and status != "failed":
         points = 0
     note = ""
@@ -289,6 +311,20 @@ def _check(runner, ex: Exercise, student: str, snippets: list[Snippet],
         note = f"printed {runner.printed:,} characters (the grader shows none)"
     return Row(student, ex.id, ex.name, points, ex.points, result.cases_passed,
                result.cases_total, status, verdict, hint, note, result.message)  # fmt: skip
+
+
+def _share(result: CheckResult) -> float:
+    return result.cases_passed / result.cases_total if result.cases_total else 0.0
+
+
+def _weaker(fixed: CheckResult, drawn: CheckResult) -> CheckResult:
+    """The pass that gives fewer points: the fixed cases' (the notebook's verdict) or,
+    when it passed a smaller share, the drawn cases'. Code that passes the fixed
+    cases from a table of their answers passes few drawn ones; an honest partial
+    answer keeps the share the notebook showed."""
+    if drawn.status == "not implemented":  # not what it said a moment ago: a failure
+        drawn.status = "failed"
+    return drawn if _share(drawn) < _share(fixed) else fixed
 
 
 def _gone_row(student: str, ex: Exercise, gone: RunnerGone) -> Row:
@@ -299,14 +335,20 @@ def _gone_row(student: str, ex: Exercise, gone: RunnerGone) -> Row:
     return _row(student, ex, gone.status, f"your code {gone.why}{where}")
 
 
-def grade(submissions: Path, out: Path, limits: Limits | None = None) -> list[Row]:
+def grade(submissions: Path, out: Path, limits: Limits | None = None,
+          draw: int | None = None) -> list[Row]:  # fmt: skip
     """Grade every submission in ``submissions`` (see ``submissions.find``); write
     ``out/grades.csv``, ``out/lms.csv`` and ``out/feedback/<student>.md``, again as
     each student is graded (a run stopped halfway keeps the grades it gave).
 
+    Each exercise is checked on its fixed cases and on as many drawn from ``draw``
+    (a secret of this run, the same for every student, when None; 0: the fixed
+    cases only), and gets the points of the pass where it did worse.
+
     Nothing one submission does stops the run: whatever goes wrong while grading it
     (in the grader too) becomes that student's rows, and the rest are graded."""
     limits = limits or Limits()
+    draw = secrets.randbelow(2**31 - 1) + 1 if draw is None else draw
     subs = find(submissions, NAMES)
     if not subs:
         raise ValueError(f"no .ipynb file in {submissions} or in a folder of it")
@@ -320,7 +362,7 @@ def grade(submissions: Path, out: Path, limits: Limits | None = None) -> list[Ro
         for n, sub in enumerate(subs):
             folder = work / f"{n:04d}"
             try:
-                own = grade_submission(sub, warden, folder, limits)
+                own = grade_submission(sub, warden, folder, limits, draw)
             except (Exception, RunnerGone) as e:  # the grader's failure, not the grade
                 own = _failed(sub, e)
                 if warden.proc.poll() is not None:  # the warden itself ended: anew
@@ -335,8 +377,7 @@ def grade(submissions: Path, out: Path, limits: Limits | None = None) -> list[Ro
         shutil.rmtree(work, ignore_errors=True)
     if left:
         raise RuntimeError(f"processes {left} outlived grading")
-    write_all(rows, out, IDS)
-    return rows
+    return rows  # every file was written as its student finished
 
 
 def _failed(sub: Submission, e: BaseException) -> list[Row]:
@@ -361,16 +402,25 @@ def main(argv: list[str] | None = None) -> int:
         "--out", type=Path, default=Path("grades"), help="output folder"
     )
     parser.add_argument("--time-limit", type=float, default=TIME_LIMIT_S,
-                        help="seconds per exercise, and per definition loaded")  # fmt: skip
+                        help="seconds per exercise (each of its two passes), and per "
+                        "definition loaded")  # fmt: skip
     parser.add_argument("--submission-limit", type=float, default=SUBMISSION_LIMIT_S,
                         help="seconds for one notebook, everything included")  # fmt: skip
+    parser.add_argument("--draw", type=int, default=None,
+                        help="the number the run's drawn cases come from (default: "
+                        "a new secret one; 0: only the fixed cases), to grade "
+                        "again exactly as a run did")  # fmt: skip
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     start = time.monotonic()
     limits = Limits(time=args.time_limit, submission=args.submission_limit)
-    rows = grade(args.submissions, args.out, limits)
+    draw = secrets.randbelow(2**31 - 1) + 1 if args.draw is None else args.draw
+    rows = grade(args.submissions, args.out, limits, draw)
     print(table(rows, IDS))
     n = len({r.student for r in rows})
     print(f"\ngraded {n} submissions in {time.monotonic() - start:.0f} s; wrote "
           f"{args.out / 'grades.csv'}, {args.out / 'lms.csv'} and "
           f"{args.out / 'feedback'}/")  # fmt: skip
+    if draw:
+        print(f"cases drawn from {draw} (the same again: --draw {draw}; keep it from "
+              "the students until the grades are final)")  # fmt: skip
     return 0

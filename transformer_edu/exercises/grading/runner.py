@@ -387,7 +387,7 @@ def _handle(request: dict, namespace: dict, objects: dict) -> tuple[dict, bytes]
     target = mirror.resolve(request["target"], namespace, objects)
     mirror.apply_sync(request.get("sync", {}), objects)
     args, kwargs = mirror.unpickle_args(request["args"], objects)
-    torch.set_rng_state(request["rng"])
+    torch.set_rng_state(torch.frombuffer(bytearray(request["rng"]), dtype=torch.uint8))
     try:
         with torch.set_grad_enabled(request["grad"]):
             result = target(*args, **kwargs)
