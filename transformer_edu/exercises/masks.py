@@ -140,7 +140,7 @@ def check_padding_mask(fn: Callable, quiet: bool = False) -> CheckResult:
             ],
             _other_padding,
             seed=61,
-        )  # fmt: skip
+        )
     ]
     return run_cases("check_padding_mask", cases, quiet, PADDING_REFERENCES)
 
@@ -151,11 +151,16 @@ def _other_padding(rng: random.Random, row: tuple) -> tuple:
     non-zero, and then 0 is an ordinary token."""
     tokens, fixed_pad = row
     pad = rng.randint(1, 9) if fixed_pad else 0
-    rows = []
-    for r in tokens:
-        n_pad = r.count(fixed_pad)
-        rows.append(_tokens(rng, len(r), rng.randint(1, n_pad) if n_pad else 0, pad))
-    return rows, pad
+    return [_redrawn(rng, r, fixed_pad, pad) for r in tokens], pad
+
+
+def _redrawn(rng: random.Random, sentence: list[int], fixed_pad: int, pad: int,
+             first: tuple[int, ...] = ()) -> list[int]:  # fmt: skip
+    """``sentence`` drawn anew, as long, starting with ``first``: padded with 1 to
+    as many ``pad`` as it had ``fixed_pad`` (none when it had none)."""
+    n_pad = sentence.count(fixed_pad)
+    n_pad = rng.randint(1, n_pad) if n_pad else 0
+    return [*first, *_tokens(rng, len(sentence) - len(first), n_pad, pad)]
 
 
 def _tokens(rng: random.Random, S: int, n_pad: int, pad: int) -> list[int]:
@@ -228,14 +233,9 @@ def check_transformer_masks(fn: Callable, quiet: bool = False) -> CheckResult:
 def _other_pair(rng: random.Random, row: tuple) -> tuple:
     """Sources and targets of the same shapes drawn anew, padded (PAD = 0) where the
     fixed case's sentences were; each target starts with BOS."""
-
-    def redraw(r: list[int], first: list[int]) -> list[int]:
-        n_pad = r.count(0)
-        n_pad = rng.randint(1, n_pad) if n_pad else 0
-        return first + _tokens(rng, len(r) - len(first), n_pad, 0)
-
     label, src, tgt = row
-    return label, [redraw(r, []) for r in src], [redraw(r, [1]) for r in tgt]
+    return (label, [_redrawn(rng, r, 0, 0) for r in src],
+            [_redrawn(rng, r, 0, 0, first=(1,)) for r in tgt])  # fmt: skip
 
 
 def _run_three(fn: Callable, src: list[list[int]], tgt: list[list[int]]) -> None:

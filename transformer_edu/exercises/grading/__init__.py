@@ -335,6 +335,11 @@ def _gone_row(student: str, ex: Exercise, gone: RunnerGone) -> Row:
     return _row(student, ex, gone.status, f"your code {gone.why}{where}")
 
 
+def new_draw() -> int:
+    """A secret number for one run's drawn cases (never 0: that is the fixed cases)."""
+    return secrets.randbelow(2**31 - 1) + 1
+
+
 def grade(submissions: Path, out: Path, limits: Limits | None = None,
           draw: int | None = None) -> list[Row]:  # fmt: skip
     """Grade every submission in ``submissions`` (see ``submissions.find``); write
@@ -348,7 +353,7 @@ def grade(submissions: Path, out: Path, limits: Limits | None = None,
     Nothing one submission does stops the run: whatever goes wrong while grading it
     (in the grader too) becomes that student's rows, and the rest are graded."""
     limits = limits or Limits()
-    draw = secrets.randbelow(2**31 - 1) + 1 if draw is None else draw
+    draw = new_draw() if draw is None else draw
     subs = find(submissions, NAMES)
     if not subs:
         raise ValueError(f"no .ipynb file in {submissions} or in a folder of it")
@@ -413,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     start = time.monotonic()
     limits = Limits(time=args.time_limit, submission=args.submission_limit)
-    draw = secrets.randbelow(2**31 - 1) + 1 if args.draw is None else args.draw
+    draw = new_draw() if args.draw is None else args.draw
     rows = grade(args.submissions, args.out, limits, draw)
     print(table(rows, IDS))
     n = len({r.student for r in rows})
