@@ -208,6 +208,24 @@ def test_no_widget_hides_an_exception(book, page):
     assert not WIDGET_ERROR.search(html), f"{page}: a widget's output holds {errors}"
 
 
+# a Markdown table's rule row (|---|---|) as text: a table that was not rendered
+# (Sphinx's smart quotes turn the English edition's --- into an em dash)
+PIPE_TABLE = re.compile(r"\|\s*:?(?:-{3,}|—|–-?):?\s*\|")
+
+
+@pytest.mark.parametrize("edition", ["", "ja/"])
+@pytest.mark.parametrize("page", PAGES)
+def test_no_page_shows_a_markdown_table_as_text(book, page, edition):
+    """Every table renders, in prose and in what a cell displays (``Markdown(...)``
+    output is read as GitHub-flavoured Markdown: _config.yml): the page's text, code
+    listings left out, holds no pipe-table rule row."""
+    html = (HTML_DIR / f"{edition}{page}.html").read_text(encoding="utf8")
+    html = re.sub(r"<(pre|script|style)\b.*?</\1>", "", html, flags=re.DOTALL)
+    text = re.sub(r"<[^>]+>", "", html)
+    found = PIPE_TABLE.findall(text)
+    assert not found, f"{edition}{page}: a table shown as text ({found[0]!r})"
+
+
 @pytest.mark.parametrize("page", [p for p in PAGES if p.startswith("chapters/")])
 def test_chapter_page_has_the_colab_launch_button_of_its_badge(book, page):
     url, branch, book_path = repository(ROOT)

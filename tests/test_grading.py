@@ -136,8 +136,10 @@ BUGGY = {
 }
 
 
-def make_grade(folder: Path, out: Path, **env: str) -> subprocess.CompletedProcess:
-    """`make grade`, as a teacher runs it."""
+def make_grade(
+    folder: Path, out: Path, args: str = "", **env: str
+) -> subprocess.CompletedProcess:
+    """`make grade`, as a teacher runs it (``args``: more of the grader's options)."""
     result = subprocess.run(
         [
             "make",
@@ -146,7 +148,7 @@ def make_grade(folder: Path, out: Path, **env: str) -> subprocess.CompletedProce
             "grade",
             f"SUBMISSIONS={folder}",
             f"GRADES={out}",
-            f"GRADE_ARGS=--time-limit {TIME_LIMIT}",
+            f"GRADE_ARGS=--time-limit {TIME_LIMIT} {args}",
         ],  # fmt: skip
         cwd=ROOT,
         capture_output=True,
@@ -445,6 +447,29 @@ def test_the_outputs_are_the_detailed_table_the_lms_table_and_feedback(graded):
     assert f"**{row['points']} / {subs.MAX} points**" in text
     assert row["hint"] and row["hint"] in text
     assert "case 1/" in text  # the checker's whole message
+
+
+def test_a_named_draw_grades_the_same_twice_and_draw_0_the_fixed_cases(tmp_path):
+    """`--draw N` checks with the cases drawn from N: two runs write the same tables,
+    byte for byte. `--draw 0` checks the fixed cases only, where answers written out as
+    a table of the fixed cases' results earn what the notebook's checks give them."""
+    folder = tmp_path / "submissions"
+    subs.write(folder, "solved", subs.with_answers(subs.solved()))
+    subs.write(folder, "table", subs.with_answers(subs.answers_from_a_table()))
+    tables = []
+    for n, draw in enumerate(["7", "7", "0"]):
+        out = tmp_path / f"grades{n}"
+        result = make_grade(folder, out, f"--draw {draw}")
+        tables.append((out / "grades.csv").read_bytes())
+        assert ("cases drawn from " in result.stdout) == (draw != "0"), result.stdout
+    assert tables[0] == tables[1]
+    drawn, fixed = read_grades(tmp_path / "grades0"), read_grades(tmp_path / "grades2")
+    for by in (drawn, fixed):
+        assert total(by["solved"]) == subs.MAX
+    for exercise in ("6.1", "9.2"):  # look_ahead_mask, lr_at: full marks on the
+        row = fixed["table"][exercise]  # fixed cases, not on the drawn ones
+        assert float(row["points"]) == float(row["max_points"]), row
+        assert float(drawn["table"][exercise]["points"]) < float(row["max_points"])
 
 
 def test_the_printed_table_has_totals(graded):

@@ -129,3 +129,21 @@ def test_the_int8_record_scores_the_shipped_model():
         assert row["torch"]["bleu"]["score"] == pytest.approx(
             recorded("test", row["beam"], row["alpha"])["bleu"]["score"], abs=0.01
         ), row["name"]
+
+
+def test_the_seed_record_scores_its_outputs():
+    """scripts/record_tatoeba_seeds.py's record (chapter 12's run-to-run spread): each
+    seed's test BLEU and chrF recomputed from the outputs it records, the spread from
+    those scores, and the runs alike but for the seed (the recipe, the steps)."""
+    record = read_record("tatoeba_seeds.json")
+    refs = [p.en for p in load_tatoeba("test")]
+    assert len(record["runs"]) >= 3
+    assert sorted(r["seed"] for r in record["runs"]) == sorted(set(record["seeds"]))
+    for run in record["runs"]:
+        assert run["steps"] == record["steps"], run["seed"]
+        hyps = run["test_outputs"]
+        assert round(bleu(hyps, refs).score, 2) == run["test"]["bleu"]["score"]
+        assert round(chrf(hyps, refs).score, 2) == run["test"]["chrf"]["score"]
+        assert run["test"]["bleu"]["low"] < run["test"]["bleu"]["score"]
+    test = [r["test"]["bleu"]["score"] for r in record["runs"]]
+    assert record["test_bleu_spread"] == round(max(test) - min(test), 2)
