@@ -32,6 +32,7 @@ import torch
 from record_tatoeba_scores import score_row  # scripts/ is on sys.path when run
 
 from transformer_edu.devices import describe_device
+from transformer_edu.seeds import spread
 from transformer_edu.tatoeba import load_tatoeba
 from transformer_edu.tatoeba_train import load_tatoeba_checkpoint, translate_batch
 
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         + " ".join(map(str, args.seeds)) + f" --steps {args.steps}",
         "steps": args.steps, "seeds": args.seeds, "torch": str(torch.__version__),
         "scored_on": describe_device(torch.device("cpu")),
-        "test_bleu_spread": round(max(test) - min(test), 2),
+        "test_bleu_spread": round(spread(test), 2),
         "runs": runs,
     }  # fmt: skip
     RECORD.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
