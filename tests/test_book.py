@@ -226,6 +226,20 @@ def test_no_page_shows_a_markdown_table_as_text(book, page, edition):
     assert not found, f"{edition}{page}: a table shown as text ({found[0]!r})"
 
 
+EMPTY_OUTPUT = re.compile(
+    r'<div class="output stream[^"]*"><div class="highlight"><pre><span></span>\s*</pre>'
+)
+
+
+@pytest.mark.parametrize("edition", ["", "ja/"])
+@pytest.mark.parametrize("page", PAGES)
+def test_no_page_shows_an_empty_output_box(book, page, edition):
+    """A print the kernel sent as two stream messages (its text, then its newline) is
+    one box, not a box and an empty one: _config.yml merges a cell's streams."""
+    html = (HTML_DIR / f"{edition}{page}.html").read_text(encoding="utf8")
+    assert not EMPTY_OUTPUT.search(html), f"{edition}{page}: an empty output box"
+
+
 @pytest.mark.parametrize("page", [p for p in PAGES if p.startswith("chapters/")])
 def test_chapter_page_has_the_colab_launch_button_of_its_badge(book, page):
     url, branch, book_path = repository(ROOT)

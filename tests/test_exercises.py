@@ -11,8 +11,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer_edu import (
+    DecoderLayer,
+    EncoderLayer,
     LayerNorm,
     MultiHeadAttention,
+    PositionwiseFeedForward,
     causal_mask,
     exercises,
     padding_mask,
@@ -31,6 +34,7 @@ from transformer_edu.decoding import (
 from transformer_edu.exercises import BUG_ZOO, CHECKERS, CheckResult
 from transformer_edu.exercises.bleu import corpus_bleu_reference
 from transformer_edu.exercises.harness import count_every_case, drawing, drawn_cases
+from transformer_edu.model import Transformer, make_config
 from transformer_edu.scaling import training_flops
 from transformer_edu.training import noam_lr, smoothed_targets
 
@@ -60,7 +64,40 @@ class _PackageMHA(nn.Module):
         return self.inner(query, key, value, mask)
 
 
+class _PackageFFN(PositionwiseFeedForward):
+    def __init__(self, d_model, d_ff):
+        super().__init__(d_model, d_ff)
+
+
+class _PackageEncoderLayer(EncoderLayer):
+    def __init__(self, d_model, n_heads, d_ff, dropout=0.1, norm_first=False):
+        super().__init__(d_model, n_heads, d_ff, dropout, norm_first,
+                         attention_dropout=0.0, activation_dropout=0.0)  # fmt: skip
+
+
+class _PackageDecoderLayer(DecoderLayer):
+    def __init__(self, d_model, n_heads, d_ff, dropout=0.1, norm_first=False):
+        super().__init__(d_model, n_heads, d_ff, dropout, norm_first,
+                         attention_dropout=0.0, activation_dropout=0.0)  # fmt: skip
+
+
+class _PackageModel(Transformer):
+    def __init__(self, src_vocab, tgt_vocab, d_model, n_heads, d_ff, n_layers,
+                 dropout=0.1, norm_first=False, pad_idx=0, max_len=64):  # fmt: skip
+        super().__init__(make_config(
+            src_vocab, tgt_vocab, n_layers, d_model=d_model, n_heads=n_heads,
+            d_ff=d_ff, dropout=0.0, norm_first=norm_first, pad_idx=pad_idx,
+            max_len=max_len, tie_generator=True))  # fmt: skip
+        for m in self.modules():  # the config keeps p < 1; the checker asks for 1
+            if isinstance(m, nn.Dropout):
+                m.p = dropout
+
+
 REFERENCE = {
+    "check_transformer_forward": _PackageModel,
+    "check_feed_forward": _PackageFFN,
+    "check_encoder_layer": _PackageEncoderLayer,
+    "check_decoder_layer": _PackageDecoderLayer,
     "check_token_embedding": _package_token_embedding,
     "check_positional_encoding": sinusoidal_table,
     "check_add_positional_encoding": lambda x, table: x + table[: x.size(1)],
@@ -176,6 +213,86 @@ class HandLayerNorm(nn.Module):
         return self.gamma * (x - mu) * torch.rsqrt(var + self.eps) + self.beta
 
 
+class HandFFN(nn.Module):  # the Annotated Transformer's names
+    def __init__(self, d_model, d_ff):
+        super().__init__()
+        self.w_1, self.w_2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+
+    def forward(self, x):
+        return self.w_2(self.w_1(x).clamp(min=0))
+
+
+class HandBiasedMHA(HandMHA):  # exercise 5.2's names, with biases as the package
+    def __init__(self, d_model, n_heads):
+        super().__init__(d_model, n_heads)
+        for name in ("w_q", "w_k", "w_v", "w_o"):
+            setattr(self, name, nn.Linear(d_model, d_model))
+
+    def forward(self, query, key, value, mask=None):
+        return super().forward(query, key, value, mask)[0]
+
+
+class HandEncoderLayer(nn.Module):
+    def __init__(self, d_model, n_heads, d_ff, dropout=0.1, norm_first=False):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = HandBiasedMHA(d_model, n_heads)
+        self.ffn = HandFFN(d_model, d_ff)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
+
+    def forward(self, x, src_mask=None):
+        subs = [(lambda h: self.self_attn(h, h, h, src_mask), self.norm1, self.dropout1),
+                (self.ffn, self.norm2, self.dropout2)]  # fmt: skip
+        for f, norm, drop in subs:
+            x = x + drop(f(norm(x))) if self.norm_first else norm(x + drop(f(x)))
+        return x
+
+
+class HandDecoderLayer(nn.Module):
+    def __init__(self, d_model, n_heads, d_ff, dropout=0.1, norm_first=False):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = HandBiasedMHA(d_model, n_heads)
+        self.cross_attn = HandBiasedMHA(d_model, n_heads)
+        self.ffn = HandFFN(d_model, d_ff)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.norm3 = nn.LayerNorm(d_model)
+        self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
+        self.dropout3 = nn.Dropout(dropout)
+
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+        subs = [
+            (lambda h: self.self_attn(h, h, h, tgt_mask), self.norm1, self.dropout1),
+            (lambda h: self.cross_attn(h, memory, memory, memory_mask), self.norm2,
+             self.dropout2),
+            (self.ffn, self.norm3, self.dropout3),
+        ]  # fmt: skip
+        for f, norm, drop in subs:
+            x = x + drop(f(norm(x))) if self.norm_first else norm(x + drop(f(x)))
+        return x
+
+
+class HandTransformer(exercises.TransformerParts):  # the given __init__
+    def encode(self, src):
+        keep = src != self.pad_idx  # (B, S)
+        x = self.src_embed(src) * self.d_model**0.5 * keep[..., None]
+        x = self.dropout(x + self.pe[: src.size(1)])
+        src_mask = keep[:, None, None, :]  # (B, 1, 1, S)
+        return self.encoder(x, src_mask), src_mask
+
+    def decode(self, tgt, memory, src_mask):
+        T = tgt.size(1)
+        keep = tgt != self.pad_idx
+        y = self.tgt_embed(tgt) * self.d_model**0.5 * keep[..., None]
+        y = self.dropout(y + self.pe[:T])
+        look = torch.ones(T, T, dtype=torch.bool).tril()
+        return self.decoder(y, memory, keep[:, None, None, :] & look, src_mask)
+
+    def forward(self, src, tgt):
+        return self.generator(self.decode(tgt, *self.encode(src)))
+
+
 def hand_transformer_masks(src, tgt, pad_idx=0):
     T = tgt.size(1)
     src_mask = (src != pad_idx)[:, None, None, :]
@@ -287,6 +404,10 @@ HANDWRITTEN = {
     "check_causal_mask": hand_causal_mask,
     "check_padding_mask": hand_padding_mask,
     "check_layer_norm": HandLayerNorm,
+    "check_feed_forward": HandFFN,
+    "check_encoder_layer": HandEncoderLayer,
+    "check_decoder_layer": HandDecoderLayer,
+    "check_transformer_forward": HandTransformer,
     "check_transformer_masks": hand_transformer_masks,
     "check_label_smoothing": hand_label_smoothing,
     "check_noam_lr": hand_noam_lr,
@@ -636,3 +757,116 @@ def test_a_draw_gives_the_same_cases_every_time():
         messages.append(result.message)  # every case's label: its tokens
     assert messages[0] == messages[1] != messages[2]
     assert "drawn cases pass" in messages[0]
+
+
+# --- the assembly exercises (A.1–A.3): mistakes named, a trained model's layers -----
+
+
+def _post_ln_encoder(forward):
+    """The package's encoder parts with ``forward`` as the learner wrote it."""
+    return type("Answer", (exercises.EncoderLayerParts,), {"forward": forward})
+
+
+def _post_ln_decoder(forward):
+    return type("Answer", (exercises.DecoderLayerParts,), {"forward": forward})
+
+
+def _enc_always_post(self, x, src_mask=None):
+    x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, src_mask)))
+    return self.norm2(x + self.dropout2(self.ffn(x)))
+
+
+def _enc_no_dropout(self, x, src_mask=None):
+    if self.norm_first:
+        h = self.norm1(x)
+        x = x + self.self_attn(h, h, h, src_mask)
+        return x + self.ffn(self.norm2(x))
+    x = self.norm1(x + self.self_attn(x, x, x, src_mask))
+    return self.norm2(x + self.ffn(x))
+
+
+def _enc_no_mask(self, x, src_mask=None):
+    return _enc_always_post(self, x, None)  # fails on the first masked case
+
+
+def _enc_one_norm(self, x, src_mask=None):
+    x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, src_mask)))
+    return self.norm1(x + self.dropout2(self.ffn(x)))
+
+
+def _dec(self, x, memory, tgt_mask=None, memory_mask=None, *, cross_first=False,
+         t_mask=True, queries_from_memory=False):  # fmt: skip
+    def self_block(h):
+        return self.self_attn(h, h, h, tgt_mask if t_mask else None)
+
+    def cross_block(h):
+        if queries_from_memory:
+            return self.cross_attn(memory, h, h)
+        return self.cross_attn(h, memory, memory, memory_mask)
+
+    blocks = [self_block, cross_block][:: -1 if cross_first else 1]
+    x = self.norm1(x + self.dropout1(blocks[0](x)))
+    x = self.norm2(x + self.dropout2(blocks[1](x)))
+    return self.norm3(x + self.dropout3(self.ffn(x)))
+
+
+@pytest.mark.parametrize(
+    "answer, words",
+    [
+        (_post_ln_encoder(_enc_always_post), "post-LN and pre-LN are mixed up"),
+        (_post_ln_encoder(_enc_no_dropout), "dropout(sublayer(x))"),
+        (_post_ln_encoder(_enc_no_mask), "padding mask is not passed"),
+        (_post_ln_encoder(_enc_one_norm), "one LayerNorm serves several"),
+    ],
+    ids=["order", "dropout", "mask", "one norm"],
+)
+def test_the_encoder_layer_checker_names_the_mistake(answer, words):
+    result = exercises.check_encoder_layer(answer, quiet=True)
+    assert not result and words in result.hint, result.message
+
+
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        ({"cross_first": True}, "wrong order"),
+        ({"t_mask": False}, "look-ahead mask (tgt_mask) is not passed"),
+        ({"queries_from_memory": True}, "queries are x"),
+    ],
+    ids=["order", "look-ahead", "queries"],
+)
+def test_the_decoder_layer_checker_names_the_mistake(options, words):
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+        return _dec(self, x, memory, tgt_mask, memory_mask, **options)
+
+    result = exercises.check_decoder_layer(_post_ln_decoder(forward), quiet=True)
+    assert not result and words in result.hint, result.message
+
+
+def test_the_feed_forward_checker_names_a_missing_relu():
+    result = exercises.check_feed_forward(
+        type("NoReLU", (HandFFN,), {"forward": lambda self, x: self.w_2(self.w_1(x))}),
+        quiet=True,
+    )
+    assert not result and "no ReLU" in result.hint
+
+
+def test_use_layers_puts_the_learners_layers_into_a_model_and_restores_it():
+    from transformer_edu import make_model
+
+    torch.manual_seed(0)
+    model = make_model(11, 13, n_layers=2, d_model=16, n_heads=4, d_ff=32,
+                       dropout=0.0).eval()  # fmt: skip
+    src = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0]])
+    tgt = torch.tensor([[1, 4, 5], [1, 6, 0]])
+    layers = [*model.encoder.layers, *model.decoder.layers]
+    with torch.no_grad():
+        expected = model(src, tgt)
+        with exercises.use_layers(model, HandEncoderLayer, HandDecoderLayer):
+            assert isinstance(model.encoder.layers[1], HandEncoderLayer)
+            got = model(src, tgt)
+            uncached = greedy_decode(model, src[:1], max_len=6, use_cache=False)
+            with pytest.raises(RuntimeError, match="use_cache=False"):
+                greedy_decode(model, src[:1], max_len=6)
+        assert torch.allclose(got, expected, atol=1e-5)
+        assert uncached.tokens == greedy_decode(model, src[:1], max_len=6).tokens
+    assert [*model.encoder.layers, *model.decoder.layers] == layers

@@ -42,6 +42,57 @@ class answer(nn.Module):
         self.w_v, self.w_o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
 """
 
+_FFN_INIT = """\
+class answer(nn.Module):
+    def __init__(self, d_model, d_ff):
+        super().__init__()
+        self.linear1, self.linear2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+"""
+# the given __init__s of exercises A.2 and A.3 (chapter 11), the parts the package's
+_ENC_INIT = """\
+from transformer_edu import MultiHeadAttention, PositionwiseFeedForward
+class answer(nn.Module):
+    def __init__(self, d_model, n_heads, d_ff, dropout=0.1, norm_first=False):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, n_heads)
+        self.ffn = PositionwiseFeedForward(d_model, d_ff)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
+"""
+_DEC_INIT = """\
+from transformer_edu import MultiHeadAttention, PositionwiseFeedForward
+class answer(nn.Module):
+    def __init__(self, d_model, n_heads, d_ff, dropout=0.1, norm_first=False):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, n_heads)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads)
+        self.ffn = PositionwiseFeedForward(d_model, d_ff)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.norm3 = nn.LayerNorm(d_model)
+        self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
+        self.dropout3 = nn.Dropout(dropout)
+"""
+
+_MODEL_INIT = """\
+from transformer_edu import Decoder, Encoder, padding_mask, sinusoidal_table, target_mask
+class answer(nn.Module):
+    def __init__(self, src_vocab, tgt_vocab, d_model, n_heads, d_ff, n_layers,
+                 dropout=0.1, norm_first=False, pad_idx=0, max_len=64):
+        super().__init__()
+        self.d_model, self.pad_idx = d_model, pad_idx
+        self.src_embed = nn.Embedding(src_vocab, d_model, padding_idx=pad_idx)
+        self.tgt_embed = nn.Embedding(tgt_vocab, d_model, padding_idx=pad_idx)
+        self.register_buffer("pe", sinusoidal_table(max_len, d_model), persistent=False)
+        self.dropout = nn.Dropout(dropout)
+        stack = dict(n_layers=n_layers, d_model=d_model, n_heads=n_heads, d_ff=d_ff,
+                     dropout=dropout, norm_first=norm_first)
+        self.encoder, self.decoder = Encoder(**stack), Decoder(**stack)
+        self.generator = nn.Linear(d_model, tgt_vocab)
+        self.generator.weight = self.tgt_embed.weight
+"""
+
 # checker (with its kind, for check_score_function): [(shown name, answer source)]
 FORBIDDEN: dict[str, list[tuple[str, str]]] = {
     "check_score_function[dot]": [
@@ -338,6 +389,68 @@ FORBIDDEN: dict[str, list[tuple[str, str]]] = {
                 return LayerNorm(x.size(-1), eps, fast=False).to(x.dtype)(x) * weight + bias
             """),
     ],
+    "check_feed_forward": [
+        ("transformer_edu.feed_forward.PositionwiseFeedForward", """
+            from transformer_edu import PositionwiseFeedForward
+            class answer(PositionwiseFeedForward):
+                def forward(self, x):
+                    return super().forward(x)
+            """),
+        ("torch.nn.TransformerEncoderLayer", _FFN_INIT + """
+    def forward(self, x):
+        layer = nn.TransformerEncoderLayer(x.size(-1), 1, self.linear1.out_features,
+                                           dropout=0.0, batch_first=True)
+        layer.linear1, layer.linear2 = self.linear1, self.linear2
+        return layer._ff_block(x)
+"""),
+    ],
+    "check_encoder_layer": [
+        ("transformer_edu.layers.EncoderLayer", """
+            from transformer_edu import EncoderLayer
+            class answer(EncoderLayer):
+                def __init__(self, d_model, n_heads, d_ff, dropout=0.1, norm_first=False):
+                    super().__init__(d_model, n_heads, d_ff, dropout, norm_first,
+                                     attention_dropout=0.0, activation_dropout=0.0)
+            """),
+        ("torch.nn.TransformerEncoderLayer", _ENC_INIT + """
+    def forward(self, x, src_mask=None):
+        layer = nn.TransformerEncoderLayer(x.size(-1), 1, 4 * x.size(-1),
+                                           dropout=0.0, batch_first=True)
+        return layer(x)
+"""),
+    ],
+    "check_decoder_layer": [
+        ("transformer_edu.layers.DecoderLayer", """
+            from transformer_edu import DecoderLayer
+            class answer(DecoderLayer):
+                def __init__(self, d_model, n_heads, d_ff, dropout=0.1, norm_first=False):
+                    super().__init__(d_model, n_heads, d_ff, dropout, norm_first,
+                                     attention_dropout=0.0, activation_dropout=0.0)
+            """),
+        ("torch.nn.TransformerDecoderLayer", _DEC_INIT + """
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+        layer = nn.TransformerDecoderLayer(x.size(-1), 1, 4 * x.size(-1),
+                                           dropout=0.0, batch_first=True)
+        return layer(x, memory)
+"""),
+    ],
+    "check_transformer_forward": [
+        ("transformer_edu.model.make_model", _MODEL_INIT + """
+    def forward(self, src, tgt):
+        from transformer_edu import make_model
+        model = make_model(self.src_embed.num_embeddings, self.generator.out_features,
+                           len(self.encoder.layers), d_model=self.d_model,
+                           n_heads=self.encoder.layers[0].self_attn.n_heads,
+                           d_ff=self.encoder.layers[0].ffn.linear1.out_features,
+                           dropout=0.0, tie_generator=True)
+        return model(src, tgt)
+"""),
+        ("torch.nn.Transformer", _MODEL_INIT + """
+    def forward(self, src, tgt):
+        inner = nn.Transformer(self.d_model, 2, 1, 1, 32, dropout=0.0, batch_first=True)
+        return self.generator(inner(self.src_embed(src), self.tgt_embed(tgt)))
+"""),
+    ],
     "check_transformer_masks": [
         ("transformer_edu.masks.target_mask", """
             from transformer_edu.masks import padding_mask, target_mask
@@ -553,6 +666,58 @@ ALLOWED_BLOCKS: dict[str, list[str]] = {
             var, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)
             return (x - mean) * torch.rsqrt(var + eps) * weight + bias
         """,
+    ],
+    "check_feed_forward": [
+        _FFN_INIT + """
+    def forward(self, x):
+        return self.linear2(F.relu(self.linear1(x)))
+""",
+        _FFN_INIT + """
+    def forward(self, x):
+        return self.linear2(torch.clamp(self.linear1(x), min=0.0))
+""",
+    ],
+    "check_encoder_layer": [
+        # the given parts: the package's attention and feed-forward network
+        _ENC_INIT + """
+    def forward(self, x, src_mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.dropout1(self.self_attn(h, h, h, src_mask))
+            return x + self.dropout2(self.ffn(self.norm2(x)))
+        x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, src_mask)))
+        return self.norm2(x + self.dropout2(self.ffn(x)))
+""",
+    ],
+    "check_decoder_layer": [
+        _DEC_INIT + """
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+        blocks = [(lambda h: self.self_attn(h, h, h, tgt_mask), self.norm1, self.dropout1),
+                  (lambda h: self.cross_attn(h, memory, memory, memory_mask), self.norm2,
+                   self.dropout2),
+                  (self.ffn, self.norm3, self.dropout3)]
+        for f, norm, drop in blocks:
+            x = x + drop(f(norm(x))) if self.norm_first else norm(x + drop(f(x)))
+        return x
+""",
+    ],
+    "check_transformer_forward": [
+        # the given parts, and the package's masks and table
+        _MODEL_INIT + """
+    def embed(self, table, tokens):
+        x = table(tokens) * math.sqrt(self.d_model)
+        x = x.masked_fill((tokens == self.pad_idx).unsqueeze(-1), 0.0)
+        return self.dropout(x + self.pe[: tokens.size(1)])
+    def encode(self, src):
+        src_mask = padding_mask(src, self.pad_idx)
+        return self.encoder(self.embed(self.src_embed, src), src_mask), src_mask
+    def decode(self, tgt, memory, src_mask):
+        return self.decoder(self.embed(self.tgt_embed, tgt), memory,
+                            target_mask(tgt, self.pad_idx), src_mask)
+    def forward(self, src, tgt):
+        memory, src_mask = self.encode(src)
+        return self.generator(self.decode(tgt, memory, src_mask))
+""",
     ],
     "check_transformer_masks": [
         # the exercise gives padding_mask and causal_mask

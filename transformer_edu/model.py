@@ -254,8 +254,10 @@ class Transformer(nn.Module):
     @property
     def recording_attention(self) -> bool:
         """Whether ``record_attention(True)`` is on: the state to restore after use."""
-        return any(
-            m.record_weights for mods in self.attention_modules().values() for m in mods
+        return any(  # a learner's attention (exercises.use_layers) may not record
+            getattr(m, "record_weights", False)
+            for mods in self.attention_modules().values()
+            for m in mods
         )
 
     def attention_weights(self) -> dict[str, list[Tensor]]:

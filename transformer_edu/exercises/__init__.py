@@ -33,11 +33,15 @@ that catches it and a word its hint contains. ``CHECKERS`` maps checker names to
 checkers. ``use_attention(model, fn)`` plugs an attention function into a model.
 
 One module per chapter holds its checkers, the mistakes they recognise and that
-chapter's bugs; ``harness`` is what they share, ``zoo`` the registry.
+chapter's bugs (chapter 11's "build it yourself" exercises: ``assembly``, the
+feed-forward network and what the three share, ``use_layers`` among it; ``blocks``, the
+encoder and decoder layers; ``whole_model``); ``harness`` is what they share, ``zoo``
+the registry.
 """
 
 from collections.abc import Callable
 
+from .assembly import check_feed_forward, load_package_weights, use_layers
 from .attention import (
     attention_mask_flipped,
     attention_mask_too_late,
@@ -50,6 +54,14 @@ from .attention import (
     use_attention,
 )
 from .bleu import bleu_sentence_mean, check_corpus_bleu
+from .blocks import (
+    DecoderLayerCrossFromX,
+    DecoderLayerParts,
+    EncoderLayerNormInBranch,
+    EncoderLayerParts,
+    check_decoder_layer,
+    check_encoder_layer,
+)
 from .decoding import (
     BOS,
     EOS,
@@ -106,6 +118,7 @@ from .scaling import (
 )
 from .scores import check_score_function
 from .training import check_label_smoothing, check_noam_lr
+from .whole_model import TransformerNoScale, TransformerParts, check_transformer_forward
 from .zoo import BUG_ZOO, Bug
 
 CHECKERS: dict[str, Callable[..., CheckResult]] = {
@@ -122,7 +135,11 @@ CHECKERS: dict[str, Callable[..., CheckResult]] = {
         check_causal_mask,
         check_padding_mask,
         check_layer_norm,
+        check_feed_forward,
+        check_encoder_layer,
         check_transformer_masks,
+        check_decoder_layer,
+        check_transformer_forward,
         check_label_smoothing,
         check_noam_lr,
         check_greedy_decode,
@@ -136,19 +153,23 @@ CHECKERS: dict[str, Callable[..., CheckResult]] = {
 }
 
 __all__ = [
-    "BOS", "BUG_ZOO", "CALLED_REFERENCE", "CHECKERS", "EOS", "Bug", "CheckResult",
+    "BOS", "BUG_ZOO", "CALLED_REFERENCE", "CHECKERS", "DecoderLayerParts", "EOS",
+    "Bug", "CheckResult", "EncoderLayerParts", "TransformerParts",
+    "load_package_weights", "use_layers",
     "allow_references",
     # the checkers, in chapter order
     "check_score_function", "check_token_embedding", "check_positional_encoding",
     "check_add_positional_encoding", "check_scaled_dot_product_attention",
     "check_split_heads", "check_combine_heads", "check_multi_head_attention",
     "check_causal_mask", "check_padding_mask", "check_layer_norm",
-    "check_transformer_masks", "check_label_smoothing", "check_noam_lr",
+    "check_feed_forward", "check_encoder_layer", "check_transformer_masks",
+    "check_decoder_layer", "check_transformer_forward", "check_label_smoothing", "check_noam_lr",
     "check_greedy_decode", "check_training_flops", "use_attention",
     "check_greedy_decode", "check_length_penalty", "check_beam_search",
     "check_cached_beam_step", "check_top_p", "check_corpus_bleu", "use_attention",
     # the bugs of the zoo (also in BUG_ZOO[name].implementation)
-    "MHAProjectionsInAList", "MHAViewWithoutTranspose", "add_pe_seq_first",
+    "DecoderLayerCrossFromX", "EncoderLayerNormInBranch", "MHAProjectionsInAList",
+    "TransformerNoScale", "MHAViewWithoutTranspose", "add_pe_seq_first",
     "attention_mask_flipped", "attention_mask_too_late", "attention_neg_inf",
     "attention_no_scaling", "attention_scale_multiplied",
     "attention_softmax_query_axis", "attention_undefined_names",

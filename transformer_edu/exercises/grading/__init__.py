@@ -108,6 +108,12 @@ EXERCISES = [
     Exercise("6.2", "pad_mask", "check_padding_mask", 1),
     Exercise("7", "MyLayerNorm", "check_layer_norm", 2),
     Exercise("8", "make_masks", "check_transformer_masks", 2),
+    # the layers before decoding: a reference's calls count against its exercise in
+    # any later check too, and 10.1–10.4 run the package's layers inside a model
+    Exercise("A.1", "MyFeedForward", "check_feed_forward", 1),
+    Exercise("A.2", "MyEncoderLayer", "check_encoder_layer", 2),
+    Exercise("A.3", "MyDecoderLayer", "check_decoder_layer", 3),
+    Exercise("A.4", "MyTransformer", "check_transformer_forward", 3),
     Exercise("9.1", "smooth", "check_label_smoothing", 1),
     Exercise("9.2", "lr_at", "check_noam_lr", 1),
     Exercise("10.1", "greedy", "check_greedy_decode", 3),

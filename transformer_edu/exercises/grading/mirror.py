@@ -208,6 +208,9 @@ def describe(obj: Any, objects: dict, memo: dict, depth: int) -> dict:
                           for n, p in obj._parameters.items()}  # fmt: skip
         desc["buffers"] = {n: None if b is None else _tensor(b)
                            for n, b in obj._buffers.items()}  # fmt: skip
+        # buffers kept out of state_dict (register_buffer(..., persistent=False))
+        desc["transient"] = sorted(n for n in obj._non_persistent_buffers_set
+                                   if n in obj._buffers)  # fmt: skip
         desc["modules"] = {n: None if m is None else describe(m, objects, memo, depth)
                            for n, m in obj._modules.items()}  # fmt: skip
     attrs = {}
@@ -300,6 +303,11 @@ def _member(name: Any) -> bool:
             and name not in ("_client", "_hid"))  # fmt: skip
 
 
+def _index(name: str) -> bool:
+    """A sub-module's name in an nn.ModuleList or nn.Sequential: "0", "1", …"""
+    return name.isascii() and name.isdigit() and len(name) <= 6
+
+
 def _checked(desc: Any) -> dict:
     """A described object's fields, each of the type ``build`` reads, or ValueError."""
     if type(desc) is not dict or type(desc.get("hid")) is not int:
@@ -326,7 +334,8 @@ def _checked(desc: Any) -> dict:
             raise ValueError("a described module without its training flag")
         for key in ("params", "buffers", "modules"):
             if type(desc.get(key)) is not dict or not all(
-                type(k) is str and k.isidentifier() for k in desc[key]
+                type(k) is str and (k.isidentifier() or key == "modules" and _index(k))
+                for k in desc[key]
             ):
                 raise ValueError(f"a described module whose {key} are not named")
         for entry in desc["params"].values():
@@ -338,6 +347,11 @@ def _checked(desc: Any) -> dict:
         if not all(b is None or isinstance(b, torch.Tensor)
                    for b in desc["buffers"].values()):  # fmt: skip
             raise ValueError("a described module with an odd buffer")
+        transient = desc.get("transient", [])
+        if type(transient) is not list or not all(
+            type(n) is str and n in desc["buffers"] for n in transient
+        ):
+            raise ValueError("a described module with an odd list of buffers")
     return desc
 
 
@@ -400,8 +414,9 @@ def build(desc: dict, client: Any) -> Any:
         for name, entry in desc["params"].items():
             param = None if entry is None else nn.Parameter(entry[0], entry[1])
             obj.register_parameter(name, param)
+        transient = desc.get("transient", [])
         for name, buffer in desc["buffers"].items():
-            obj.register_buffer(name, buffer)
+            obj.register_buffer(name, buffer, persistent=name not in transient)
         for name, sub in desc["modules"].items():
             obj._modules[name] = None if sub is None else build(sub, client)
     for name, value in desc["attrs"].items():
