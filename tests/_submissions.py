@@ -95,6 +95,7 @@ def solved() -> dict[str, str]:
         "EncoderLayerSolution": "MyEncoderLayer",
         "DecoderLayerSolution": "MyDecoderLayer",
         "TransformerSolution": "MyTransformer",
+        "train_loop_solution": "train_loop",
     }
     answers = {}
     for code in solution_cells():

@@ -117,6 +117,7 @@ REFERENCE = {
     ),
     "check_label_smoothing": smoothed_targets,
     "check_noam_lr": noam_lr,
+    "check_train_loop": exercises.reference_loop,
     "check_greedy_decode": lambda m, src, n: greedy_decode(m, src, max_len=n).tokens[0],
     "check_training_flops": training_flops,
     "check_length_penalty": length_penalty,
@@ -393,6 +394,34 @@ def hand_corpus_bleu(hyps, refs):
     return 100 * bp * math.exp(sum(logs) / 4)
 
 
+def hand_train_loop(model, batches, d_model, warmup, lr_factor=1.0, smoothing=0.1,
+                    clip=1.0):  # fmt: skip
+    """A.5 another way: a LambdaLR schedule (steps from 0) and the smoothed loss
+    written out, summed over the real tokens and divided by their number."""
+    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: lr_factor * d_model**-0.5 * min((s + 1) ** -0.5,
+                                                       (s + 1) * warmup**-1.5)
+    )  # fmt: skip
+    model.train()
+    losses = []
+    for src, tgt in batches:
+        logits = model(src, tgt[:, :-1])
+        log_p = logits.log_softmax(-1).flatten(0, 1)  # (B T, V)
+        target = tgt[:, 1:].flatten()
+        dist = F.one_hot(target, log_p.size(-1)) * (1 - smoothing)
+        dist = dist + smoothing / log_p.size(-1)
+        real = target != 0
+        loss = -(dist * log_p).sum(-1)[real].sum() / real.sum()
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+    return losses
+
+
 HANDWRITTEN = {
     "check_token_embedding": hand_token_embedding,
     "check_positional_encoding": hand_positional_encoding,
@@ -411,6 +440,7 @@ HANDWRITTEN = {
     "check_transformer_masks": hand_transformer_masks,
     "check_label_smoothing": hand_label_smoothing,
     "check_noam_lr": hand_noam_lr,
+    "check_train_loop": hand_train_loop,
     "check_greedy_decode": hand_greedy_decode,
     "check_training_flops": hand_training_flops,
     "check_length_penalty": hand_length_penalty,

@@ -49,7 +49,7 @@ def test_every_solution_cell_is_tagged_and_every_exercise_has_one():
         for node in ast.parse(src).body
         if isinstance(node, (ast.FunctionDef, ast.ClassDef))
     }
-    assert len(solutions) == 24
+    assert len(solutions) == 25
     # a solution cell holds the solution; no other cell defines a *_solution
     others = [
         c.source
@@ -90,9 +90,9 @@ def test_the_student_edition_keeps_every_stub_and_names_its_chapter():
     for ex in EXERCISES:
         assert f"def {ex.name}(" in code or f"class {ex.name}(" in code, ex.name
     stubs = code.count("raise NotImplementedError  # your code here")
-    # one in each function, two in each class; one in A.2's and A.3's forward and in
-    # each of A.4's three methods (their __init__ is given)
-    assert stubs == 19 + 2 * 3 + 2 + 3
+    # one in each function (A.5's loop among them), two in each class; one in A.2's
+    # and A.3's forward and in each of A.4's three methods (their __init__ is given)
+    assert stubs == 20 + 2 * 3 + 2 + 3
     assert "Solve exercise 4 first" in code
 
 

@@ -75,6 +75,26 @@ class answer(nn.Module):
         self.dropout3 = nn.Dropout(dropout)
 """
 
+# A.5's loop around one step's loss (the answers put it between the two)
+_LOOP_HEAD = """
+            def answer(model, batches, d_model, warmup, lr_factor=1.0, smoothing=0.1,
+                       clip=1.0):
+                opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98),
+                                       eps=1e-9)
+                model.train()
+                losses = []
+                for step, (src, tgt) in enumerate(batches, start=1):"""
+_LOOP_TAIL = """
+                    opt.zero_grad()
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(model.parameters(), clip)
+                    lr = d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+                    for group in opt.param_groups:
+                        group["lr"] = lr_factor * lr
+                    opt.step()
+                    losses.append(loss.item())
+                return losses
+            """
 _MODEL_INIT = """\
 from transformer_edu import Decoder, Encoder, padding_mask, sinusoidal_table, target_mask
 class answer(nn.Module):
@@ -466,6 +486,19 @@ FORBIDDEN: dict[str, list[tuple[str, str]]] = {
                 return training.smoothed_targets(target, vocab_size, smoothing)
             """),
     ],
+    "check_train_loop": [
+        ("transformer_edu.training.sequence_loss", _LOOP_HEAD + """
+                    from transformer_edu.training import sequence_loss
+                    loss = sequence_loss(model(src, tgt[:, :-1]), tgt[:, 1:], smoothing)
+""" + _LOOP_TAIL),
+        ("transformer_edu.training.train", """
+            from transformer_edu.training import TrainConfig, train
+            def answer(model, batches, d_model, warmup, lr_factor=1.0, smoothing=0.1,
+                       clip=1.0):
+                train(model, [], None, None, TrainConfig(epochs=0), progress=False)
+                return []
+            """),
+    ],
     "check_noam_lr": [
         ("transformer_edu.training.noam_lr", """
             from transformer_edu.training import noam_lr
@@ -733,6 +766,14 @@ ALLOWED_BLOCKS: dict[str, list[str]] = {
         def answer(target, vocab_size, smoothing):
             return (1 - smoothing) * F.one_hot(target, vocab_size) + smoothing / vocab_size
         """,
+    ],
+    "check_train_loop": [
+        # F.cross_entropy with its label smoothing, and torch's clipping and Adam
+        _LOOP_HEAD + """
+                    logits = model(src, tgt[:, :-1])
+                    loss = F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(),
+                                           ignore_index=0, label_smoothing=smoothing)
+""" + _LOOP_TAIL,
     ],
     "check_noam_lr": [
         "def answer(step, d_model, warmup):\n"

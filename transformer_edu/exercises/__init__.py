@@ -117,7 +117,13 @@ from .scaling import (
     training_flops_forward_only,
 )
 from .scores import check_score_function
-from .training import check_label_smoothing, check_noam_lr
+from .training import (
+    check_label_smoothing,
+    check_noam_lr,
+    check_train_loop,
+    reference_loop,
+    train_loop_no_zero_grad,
+)
 from .whole_model import TransformerNoScale, TransformerParts, check_transformer_forward
 from .zoo import BUG_ZOO, Bug
 
@@ -142,6 +148,7 @@ CHECKERS: dict[str, Callable[..., CheckResult]] = {
         check_transformer_forward,
         check_label_smoothing,
         check_noam_lr,
+        check_train_loop,
         check_greedy_decode,
         check_training_flops,
         check_length_penalty,
@@ -155,18 +162,18 @@ CHECKERS: dict[str, Callable[..., CheckResult]] = {
 __all__ = [
     "BOS", "BUG_ZOO", "CALLED_REFERENCE", "CHECKERS", "DecoderLayerParts", "EOS",
     "Bug", "CheckResult", "EncoderLayerParts", "TransformerParts",
-    "load_package_weights", "use_layers",
-    "allow_references",
+    "allow_references", "load_package_weights", "reference_loop", "use_attention",
+    "use_layers",
     # the checkers, in chapter order
     "check_score_function", "check_token_embedding", "check_positional_encoding",
     "check_add_positional_encoding", "check_scaled_dot_product_attention",
     "check_split_heads", "check_combine_heads", "check_multi_head_attention",
     "check_causal_mask", "check_padding_mask", "check_layer_norm",
     "check_feed_forward", "check_encoder_layer", "check_transformer_masks",
-    "check_decoder_layer", "check_transformer_forward", "check_label_smoothing", "check_noam_lr",
-    "check_greedy_decode", "check_training_flops", "use_attention",
-    "check_greedy_decode", "check_length_penalty", "check_beam_search",
-    "check_cached_beam_step", "check_top_p", "check_corpus_bleu", "use_attention",
+    "check_decoder_layer", "check_transformer_forward", "check_label_smoothing",
+    "check_noam_lr", "check_train_loop", "check_greedy_decode",
+    "check_training_flops", "check_length_penalty", "check_beam_search",
+    "check_cached_beam_step", "check_top_p", "check_corpus_bleu",
     # the bugs of the zoo (also in BUG_ZOO[name].implementation)
     "DecoderLayerCrossFromX", "EncoderLayerNormInBranch", "MHAProjectionsInAList",
     "TransformerNoScale", "MHAViewWithoutTranspose", "add_pe_seq_first",
@@ -176,10 +183,10 @@ __all__ = [
     "beam_rank_by_last_token", "bleu_sentence_mean", "cache_step_not_reordered",
     "causal_mask_no_diagonal", "causal_mask_torch_polarity", "causal_mask_upper",
     "combine_heads_reshape_only", "greedy_first_position", "layer_norm_eps_outside",
-    "layer_norm_unbiased", "layer_norm_wrong_axis", "masks_causal_unused",
-    "masks_cross_from_target", "padding_mask_pad_zero", "pe_angles_zeroed",
-    "pe_exponent_i", "pe_sin_cos_swapped", "split_heads_view_only",
-    "training_flops_both_stacks", "training_flops_forward_only",
-    "length_penalty_no_offset", "pe_exponent_i", "pe_sin_cos_swapped",
+    "layer_norm_unbiased", "layer_norm_wrong_axis", "length_penalty_no_offset",
+    "masks_causal_unused", "masks_cross_from_target", "padding_mask_pad_zero",
+    "pe_angles_zeroed", "pe_exponent_i", "pe_sin_cos_swapped",
     "split_heads_view_only", "top_p_drops_crossing_token",
+    "train_loop_no_zero_grad", "training_flops_both_stacks",
+    "training_flops_forward_only",
 ]  # fmt: skip

@@ -32,6 +32,7 @@ from .harness import (
     match,
     randn,
     references,
+    require_registered,
     run_cases,
 )
 
@@ -139,7 +140,7 @@ def _run_ffn(cls: type, B: int, L: int, D: int, d_ff: int, seed: int) -> None:
     manual_seed(seed)
     module = as_module(call(cls, D, d_ff), f"{cls.__name__}(d_model, d_ff)")
     lin1, lin2 = _find_ffn_layers(module, D, d_ff)
-    _registered(module, (lin1, lin2))
+    require_registered(module, (lin1, lin2))
     ref = PositionwiseFeedForward(D, d_ff).eval()
     with torch.no_grad():
         for i, (mine, theirs) in enumerate(((ref.linear1, lin1), (ref.linear2, lin2))):
@@ -199,17 +200,6 @@ def as_module(obj: Any, what: str) -> nn.Module:
             hint="subclass nn.Module and call super().__init__()",
         )
     return obj
-
-
-def _registered(module: nn.Module, layers: tuple[nn.Module, ...]) -> None:
-    mine = {id(p) for p in module.parameters()}
-    if not all(id(p) in mine for m in layers for p in m.parameters()):
-        raise Failure(
-            "some layers are not among module.parameters(): an optimizer would never "
-            "update them, and .to(device) would not move them",
-            hint="layers kept in a plain Python list or dict are invisible to "
-            "PyTorch: use nn.ModuleList / nn.ModuleDict, or assign each to an attribute",
-        )
 
 
 def load_reference(module: nn.Module, ref: nn.Module) -> None:

@@ -248,18 +248,16 @@ def _run_layer(cls: type, kind: str, *row: Any) -> None:
                 t_len = torch.tensor([T, max(1, T - 1), T][:B])
                 keep = torch.arange(T)[None, :] < t_len[:, None]  # (B, T)
                 tgt_mask = tgt_mask & keep[:, None, None, :]
-            expected = ref(x, memory, tgt_mask, src_pad)
-            args = (x.clone(), memory.clone(), tgt_mask.clone(),
-                    None if src_pad is None else src_pad.clone())  # fmt: skip
+            inputs = (x, memory, tgt_mask, src_pad)
         else:
             tgt_mask = None
-            expected = ref(x, src_pad)
-            args = (x.clone(), None if src_pad is None else src_pad.clone())
+            inputs = (x, src_pad)
+        expected = ref(*inputs)
+        args = tuple(None if t is None else t.clone() for t in inputs)
         got = call(module, *args, on_error=mask_error_hint)
     ref.eval()
     if training:  # with p = 1 the eval-mode output is the answer of "no dropout"
-        variants = [(NO_DROPOUT, lambda: _no_dropout(ref, kind, x, memory, tgt_mask,
-                                                      src_pad))]  # fmt: skip
+        variants = [(NO_DROPOUT, partial(ref, *inputs))]
     elif kind == "decoder":
         mistakes = _LAYER_MISTAKES + [
             ("the look-ahead mask (tgt_mask) is not passed to the self-attention: each "
@@ -305,14 +303,6 @@ def _run_layer(cls: type, kind: str, *row: Any) -> None:
             else f"the output has x's shape {(B, T, D)}"
         ),
     )
-
-
-def _no_dropout(ref: nn.Module, kind: str, x: Tensor, memory: Tensor,
-                tgt_mask: Tensor | None, src_pad: Tensor | None) -> Tensor:  # fmt: skip
-    with torch.no_grad():
-        if kind == "decoder":
-            return ref(x, memory, tgt_mask, src_pad)
-        return ref(x, src_pad)
 
 
 # --- the given __init__s, shared by the stubs, the solutions and the zoo --------------

@@ -549,6 +549,21 @@ def expect(
     raise Failure(what, exp_txt, got_txt, hint or generic)
 
 
+def require_registered(
+    module: torch.nn.Module, parts: Sequence[torch.nn.Module], what: str = "some layers"
+) -> None:
+    """Fail unless every parameter of ``parts`` is among ``module.parameters()``."""
+    mine = {id(p) for p in module.parameters()}
+    if not all(id(p) in mine for part in parts for p in part.parameters()):
+        raise Failure(
+            f"{what} are not among module.parameters(): an optimizer would never "
+            "update them, and .to(device) would not move them",
+            hint="layers kept in a plain Python list or dict are invisible to "
+            "PyTorch: use nn.ModuleList / nn.ModuleDict, or assign each one to an "
+            "attribute",
+        )
+
+
 def randn(*shape: int, seed: int, std: float = 1.0, dtype=torch.float32) -> Tensor:
     """Normal values that depend only on ``seed`` (and the run's draw, when the cases
     are drawn: :func:`drawn_cases`), drawn in float64, then cast."""

@@ -24,6 +24,7 @@ from .harness import (
     match,
     randn,
     references,
+    require_registered,
     run_cases,
 )
 from .zoo import ARTICLE, COMMON, register
@@ -233,16 +234,7 @@ def _run_mha(
             hint="subclass nn.Module and call super().__init__()",
         )
     projs = _find_projections(module, D)
-    registered = {id(p) for p in module.parameters()}
-    if not all(id(m.weight) in registered for m in projs):
-        raise Failure(
-            "the projections are not among module.parameters(): an optimizer would "
-            "never update them, and .to(device) would not move them",
-            hint=(
-                "layers kept in a plain Python list or dict are invisible to PyTorch: "
-                "use nn.ModuleList / nn.ModuleDict, or assign each one to an attribute"
-            ),
-        )
+    require_registered(module, projs, "the projections")
     # 2) give the reference and the learner's module the same weights
     ref = MultiHeadAttention(D, H, bias=True, fast=False).eval()
     ref_projs = [ref.q_proj, ref.k_proj, ref.v_proj, ref.out_proj]

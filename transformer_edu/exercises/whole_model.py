@@ -61,34 +61,50 @@ _MODEL_MISTAKES = [  # (hint, the _model_variant mistake)
     ("forward returns log-probabilities: it returns the generator's logits (the loss "
      "and the decoders apply log_softmax)", "log_softmax"),
 ]  # fmt: skip
+# the mistakes that show in the encoder's output (memory) already
+_EMBEDDING_MISTAKES = (
+    "no scale",
+    "no pe",
+    "pe scaled",
+    "pads kept",
+    "no padding masks",
+)
+
+
+def _embedded(ref: Transformer, table: nn.Embedding, tokens: Tensor,
+              mistake: str) -> Tensor:  # fmt: skip
+    """Tokens embedded right (× √D, padding zeroed, plus the positions), or with one
+    of the known mistakes of the embedding."""
+    D, pad = ref.config.d_model, ref.config.pad_idx
+    x, pos = table(tokens), sinusoidal_table(tokens.size(1), D)
+    if mistake == "pe scaled":
+        x = (x + pos) * D**0.5
+    else:
+        x = x if mistake == "no scale" else x * D**0.5
+    if mistake != "pads kept":
+        x = x.masked_fill((tokens == pad).unsqueeze(-1), 0.0)
+    return x if mistake in ("no pe", "pe scaled") else x + pos
+
+
+@torch.no_grad()
+def _memory_variant(ref: Transformer, src: Tensor, mistake: str) -> Tensor:
+    """The encoder's output computed right, or with one known mistake."""
+    pad = ref.config.pad_idx
+    mask = None if mistake == "no padding masks" else padding_mask(src, pad)
+    return ref.encoder(_embedded(ref, ref.src_embed.embedding, src, mistake), mask)
 
 
 @torch.no_grad()
 def _model_variant(ref: Transformer, src: Tensor, tgt: Tensor, mistake: str) -> Tensor:
     """The model's logits computed right (eval mode), or with one known mistake."""
-    D, pad = ref.config.d_model, ref.config.pad_idx
-    pe = sinusoidal_table(max(src.size(1), tgt.size(1)), D)
-
-    def embed(table: nn.Embedding, tokens: Tensor) -> Tensor:
-        x = table(tokens)
-        pos = pe[: tokens.size(1)]
-        if mistake == "pe scaled":
-            x = (x + pos) * D**0.5
-        else:
-            x = x if mistake == "no scale" else x * D**0.5
-        if mistake != "pads kept":
-            x = x.masked_fill((tokens == pad).unsqueeze(-1), 0.0)
-        return x if mistake in ("no pe", "pe scaled") else x + pos
-
+    pad = ref.config.pad_idx
     src_mask = None if mistake == "no padding masks" else padding_mask(src, pad)
     tgt_mask = (padding_mask(tgt, pad).expand(-1, -1, tgt.size(1), -1)
                 if mistake == "no look-ahead" else target_mask(tgt, pad))  # fmt: skip
     memory_mask = None if mistake == "no memory mask" else src_mask
-    memory = ref.encoder(embed(ref.src_embed.embedding, src), src_mask)
-    out = ref.decoder(
-        embed(ref.tgt_embed.embedding, tgt), memory, tgt_mask, memory_mask
-    )
-    logits = ref.generator(out)
+    memory = _memory_variant(ref, src, mistake)
+    y = _embedded(ref, ref.tgt_embed.embedding, tgt, mistake)
+    logits = ref.generator(ref.decoder(y, memory, tgt_mask, memory_mask))
     return logits.log_softmax(-1) if mistake == "log_softmax" else logits
 
 
@@ -132,7 +148,7 @@ def _other_model(rng: random.Random, row: tuple) -> tuple:
             n_layers, *rest)  # fmt: skip
 
 
-def _tokens(B: int, L: int, V: int, seed: int, first: int) -> Tensor:
+def _tokens(B: int, L: int, V: int, seed: int, first: int | None) -> Tensor:
     """Token ids in 3 … V - 1, the last sentences shorter (PAD = 0 at their end); the
     decoder's rows start with BOS (1) as in training."""
     ids = torch.randint(3, V, (B, L), generator=generator(seed))
@@ -166,7 +182,6 @@ def _run_model(cls: type, what: str, B: int, S: int, T: int, D: int, H: int, d_f
     tgt = _tokens(B, T, V_tgt, seed + 31, 1)
     with torch.no_grad():
         expected = ref(src, tgt)
-        memory, src_mask = ref.encode(src)
         # the layers' dropout at work, the embeddings' missing: "no dropout" with p = 1
         undropped = _model_variant(ref, src, tgt, "ok") if training else None
     ref.eval()
@@ -184,6 +199,7 @@ def _run_model(cls: type, what: str, B: int, S: int, T: int, D: int, H: int, d_f
     )
     if what == "parts":
         with torch.no_grad():
+            memory, src_mask = ref.encode(src)
             got = call(module.encode, src.clone())
         if not (isinstance(got, (tuple, list)) and len(got) == 2):
             raise Failure(
@@ -191,11 +207,13 @@ def _run_model(cls: type, what: str, B: int, S: int, T: int, D: int, H: int, d_f
                 hint="return memory, src_mask: decode (and greedy decoding) needs the "
                 "source's padding mask for the cross-attention",
             )
+        memory_variants = [(hint, partial(_memory_variant, ref, src, m))
+                           for hint, m in _MODEL_MISTAKES if m in _EMBEDDING_MISTAKES]  # fmt: skip
         expect("src_mask", got[1], src_mask,
                shape_hint="the source's padding mask is (B, 1, 1, S), True = a real "
                "token: padding_mask(src, pad_idx)")  # fmt: skip
         expect("memory", got[0], memory, atol=1e-3, rtol=1e-3,
-               diagnose=lambda g: _memory_mistake(ref, src, g),
+               diagnose=lambda g: match(g, memory_variants, atol=1e-3),
                shape_hint="memory is the encoder's output, (B, S, d_model)")  # fmt: skip
         with torch.no_grad():
             out = call(module.decode, tgt.clone(), memory.clone(), src_mask.clone())
@@ -209,28 +227,6 @@ def _run_model(cls: type, what: str, B: int, S: int, T: int, D: int, H: int, d_f
     expect("logits", got, expected, atol=1e-3, rtol=1e-3,
            diagnose=lambda g: match(g, variants, atol=1e-3),
            shape_hint=shape_hint)  # fmt: skip
-
-
-@torch.no_grad()
-def _memory_mistake(ref: Transformer, src: Tensor, got: Tensor) -> str | None:
-    """The hint for a memory computed with a known mistake of the embedding."""
-    D, pad = ref.config.d_model, ref.config.pad_idx
-    pe = sinusoidal_table(src.size(1), D)
-    x = ref.src_embed.embedding(src)
-    keep = (src != pad).unsqueeze(-1)
-    tries = [
-        (NO_SCALE, (x * keep) + pe),
-        (_MODEL_MISTAKES[1][0], x * D**0.5 * keep),
-        (_MODEL_MISTAKES[3][0], x * D**0.5 + pe),
-    ]
-    mask = padding_mask(src, pad)
-    for hint, inp in tries:
-        if torch.allclose(ref.encoder(inp, mask).double(), got.double(), atol=1e-3):
-            return hint
-    if torch.allclose(ref.encoder(x * D**0.5 * keep + pe, None).double(), got.double(),
-                      atol=1e-3):  # fmt: skip
-        return _MODEL_MISTAKES[5][0]
-    return None
 
 
 class TransformerParts(nn.Module):

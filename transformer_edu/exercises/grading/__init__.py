@@ -116,6 +116,8 @@ EXERCISES = [
     Exercise("A.4", "MyTransformer", "check_transformer_forward", 3),
     Exercise("9.1", "smooth", "check_label_smoothing", 1),
     Exercise("9.2", "lr_at", "check_noam_lr", 1),
+    # after 9.2: its reference, noam_lr, may serve the loop (and count against 9.2)
+    Exercise("A.5", "train_loop", "check_train_loop", 3),
     Exercise("10.1", "greedy", "check_greedy_decode", 3),
     Exercise("10.2", "lp", "check_length_penalty", 1),
     Exercise("10.3", "beam", "check_beam_search", 3),

@@ -83,6 +83,12 @@ def warm_up() -> None:
     for t in (x, x.float()):
         (t @ t.T).softmax(-1).sum().item()
         torch.nn.functional.layer_norm(t, (8,))
+    # an optimizer's first step imports torch._dynamo (1.4 s on a laptop): A.5's loop
+    layer = torch.nn.Linear(8, 8)
+    opt = torch.optim.Adam(layer.parameters(), lr=1e-3)
+    layer(x.float()).sum().backward()
+    torch.nn.utils.clip_grad_norm_(layer.parameters(), 1.0)
+    opt.step()
     for name in ("transformer_edu", "transformer_edu.exercises", "transformer_edu.viz",
                  "transformer_edu.data", "transformer_edu.training", "numpy",
                  "plotly.graph_objects", "plotly.subplots", "IPython.display",
