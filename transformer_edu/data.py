@@ -327,7 +327,7 @@ class Batch(NamedTuple):
         )
 
 
-def _pad(rows: list[list[int]]) -> Tensor:
+def pad_rows(rows: list[list[int]]) -> Tensor:
     """Rows of ids, right-padded with PAD to the longest: (len(rows), longest)."""
     width = max(map(len, rows))
     # one tensor from padded lists: a tensor per row cost a toy epoch 30 ms
@@ -340,10 +340,10 @@ def make_batch(pairs: Sequence[Pair], src_vocab: Vocab, tgt_vocab: Vocab) -> Bat
     pairs = list(pairs)
     if not pairs:
         raise ValueError("make_batch needs at least one pair, got 0")
-    src = _pad([src_vocab.encode(p.src) for p in pairs])  # (B, S)
+    src = pad_rows([src_vocab.encode(p.src) for p in pairs])  # (B, S)
     tgt = [tgt_vocab.encode(p.tgt) for p in pairs]
-    tgt_in = _pad([[Vocab.BOS, *t] for t in tgt])  # (B, T)
-    tgt_out = _pad([[*t, Vocab.EOS] for t in tgt])  # (B, T)
+    tgt_in = pad_rows([[Vocab.BOS, *t] for t in tgt])  # (B, T)
+    tgt_out = pad_rows([[*t, Vocab.EOS] for t in tgt])  # (B, T)
     return Batch(src, tgt_in, tgt_out, pairs)
 
 

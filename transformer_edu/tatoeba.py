@@ -22,14 +22,13 @@ import lzma
 import random
 import re
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from importlib import resources
 from typing import NamedTuple
 
-import torch
 from torch import Tensor
 
-from .data import Vocab
+from .data import Vocab, pad_rows
 
 SPLITS = ("train", "dev", "test")
 CORPUS_FILE = "tatoeba.tsv.xz"
@@ -269,20 +268,13 @@ class TokenBatch(NamedTuple):
                              tgt_out=self.tgt_out.pin_memory())  # fmt: skip
 
 
-def _pad(rows: list[list[int]]) -> Tensor:
-    out = torch.full((len(rows), max(map(len, rows))), Vocab.PAD, dtype=torch.long)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-    return out
-
-
 def make_token_batch(data: Encoded, index: Sequence[int]) -> TokenBatch:
     src = [data.src[i] for i in index]
     tgt = [data.tgt[i] for i in index]
     return TokenBatch(
-        _pad(src),
-        _pad([[Vocab.BOS, *t] for t in tgt]),
-        _pad([[*t, Vocab.EOS] for t in tgt]),
+        pad_rows(src),
+        pad_rows([[Vocab.BOS, *t] for t in tgt]),
+        pad_rows([[*t, Vocab.EOS] for t in tgt]),
         list(index),
         sum(map(len, src)),
         sum(len(t) + 1 for t in tgt),
@@ -338,11 +330,3 @@ def token_batches(
         usable = len(out) - len(out) % world_size
         out = out[rank:usable:world_size]
     return out
-
-
-def iterate_batches(
-    data: Encoded, max_tokens: int, seed: int = 0, shuffle: bool = True,
-    rank: int = 0, world_size: int = 1,
-) -> Iterator[TokenBatch]:  # fmt: skip
-    for index in token_batches(data, max_tokens, seed, shuffle, rank, world_size):
-        yield make_token_batch(data, index)

@@ -217,17 +217,6 @@ def translate_texts(
     return out
 
 
-def translate_text(
-    model: Transformer, tok: SubwordTokenizer, text: str, beam: int = 1,
-    alpha: float = 0.6,
-) -> str:  # fmt: skip
-    """One text of any length in English; ValueError saying why it cannot be."""
-    english, why = translate_texts(model, tok, [text], beam, alpha)[0]
-    if why:
-        raise ValueError(why)
-    return english
-
-
 @torch.no_grad()
 def translate_batch(
     model: Transformer,
