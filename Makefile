@@ -88,14 +88,16 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check $(LINTED)
 
 # The notebooks a reader opens outside the book (the Colab badges'): the chapters'
-# reading copies (en/chapters/), the student editions (student/, from the chapters'
-# cells tagged "solution") and their Japanese twins, with the book's numbers as the
+# reading copies (en/chapters/), the student editions (student/, the chapters without
+# their cells tagged "solution"), the solutions editions (solutions/, every solution
+# shown) and their Japanese twins, with the book's numbers as the
 # last build measured them (book/glue_values.json: `python book/colab_notebooks.py
 # --record` after `make book`), citations and boxes as plain Markdown. And grade a
 # folder of submitted notebooks into grades/ (grades.csv, lms.csv, feedback/).
 student: $(STAMP)
 	$(PY) book/colab_notebooks.py
 	$(PY) book/student_edition.py
+	$(PY) book/solutions_edition.py
 	$(PY) book/ja_notebooks.py
 
 # grade: every submission's code runs locked in a process of its own (Landlock, seccomp,

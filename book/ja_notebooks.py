@@ -6,8 +6,9 @@ table cell and admonition title looked up by its msgid); code cells are the
 chapter's own; its MyST reads as the Japanese book does (``colab_notebooks``: the
 numbers, citations and boxes as plain Markdown). ``student/ja/<name>.ipynb`` is its
 student edition (the chapter without its solutions, as ``book/student_edition.py``
-makes them). Each has its own Colab badge and install cell. The Japanese pages' Colab
-buttons open these files.
+makes them); ``solutions/ja/<name>.ipynb`` its solutions edition (every solution
+shown, as ``book/solutions_edition.py`` makes them). Each has its own Colab badge
+and install cell. The Japanese pages' Colab buttons open these files.
 Usage::
 
     python book/ja_notebooks.py           # (re)write the stale ones
@@ -25,11 +26,13 @@ from pathlib import Path
 
 import nbformat
 from colab_notebooks import render_notebook
+from solutions_edition import SOLUTIONS_DIR, solutions_notebook
 from student_edition import has_solutions, student_notebook
 from sync_colab import ROOT, chapter_paths, colab_link, repository, sync_notebook
 
 JA_CHAPTERS = Path("ja") / "chapters"
 JA_STUDENT = Path("student") / "ja"
+JA_SOLUTIONS = Path(SOLUTIONS_DIR) / "ja"
 PO_DIR = ROOT / "locale" / "ja" / "LC_MESSAGES"
 STUDENT_NOTE = (
     "**学生版**　`make student` が `chapters/{name}` から生成したノートブックである。"
@@ -168,6 +171,11 @@ def notebooks(root: Path = ROOT) -> dict[Path, str]:
             note.source = STUDENT_NOTE.format(name=path.name)
             student.metadata["transformer_edu"]["language"] = "ja"
             found[root / srel] = nbformat.writes(student) + "\n"
+            arel = JA_SOLUTIONS / path.name
+            solutions = solutions_notebook(
+                nb, path.name, link(arel), link(srel), url, branch, "ja"
+            )
+            found[root / arel] = nbformat.writes(solutions) + "\n"
     return found
 
 

@@ -100,19 +100,22 @@ def stale(root: Path = ROOT) -> list[str]:
 # one line per edition: a text link, not Colab's badge image, which the book would
 # load from Colab's host (the book loads nothing from another host)
 BADGE_LINE = re.compile(
-    r"^(?:- )?\[!?\[?Open the student edition of (\S+) in Colab\].*$", re.M
+    r"^(?:- )?\[!?\[?Open the (student|solutions) edition of (\S+) in Colab\].*$", re.M
 )
+FOLDER = {"student": STUDENT_DIR, "solutions": "solutions"}
 
 
 def guide_text(root: Path = ROOT) -> str:
-    """The guide with each student-edition badge pointing where _config.yml says."""
+    """The guide with each student- and solutions-edition link pointing where
+    _config.yml says."""
     url, branch, book = repository(root)
     text = (root / GUIDE).read_text(encoding="utf8")
 
     def badge(m: re.Match) -> str:
-        rel = f"{STUDENT_DIR}/{m.group(1)}"
+        edition, name = m.group(1), m.group(2)
+        rel = f"{FOLDER[edition]}/{name}"
         link = colab_link(url, branch, f"{book}/{rel}" if book else rel)
-        return f"- [Open the student edition of {m.group(1)} in Colab]({link})"
+        return f"- [Open the {edition} edition of {name} in Colab]({link})"
 
     return BADGE_LINE.sub(badge, text)
 

@@ -34,11 +34,13 @@ def cells(path: Path) -> list[nbformat.NotebookNode]:
 
 
 def solution_cells() -> list[str]:
-    """The chapter's cells tagged solution that define an answer."""
+    """The chapter's code cells tagged solution that define an answer (the boxes
+    tagged solution under them, "What the checker catches", are markdown)."""
     return [
         c.source
         for c in cells(CHAPTER)
-        if "solution" in c.metadata.get("tags", [])
+        if c.cell_type == "code"
+        and "solution" in c.metadata.get("tags", [])
         and any(
             isinstance(n, (ast.FunctionDef, ast.ClassDef))
             for n in ast.parse(c.source).body

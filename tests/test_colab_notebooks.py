@@ -12,16 +12,24 @@ import colab_notebooks as colab  # book/ is on pythonpath
 import ja_notebooks
 import nbformat
 import pytest
+import solutions_edition
 import student_edition
 import sync_colab
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = sync_colab.chapter_paths(ROOT)
 # what the Colab badges open: the chapters' reading copies, the Japanese chapters and
-# both student editions
+# both student and solutions editions
 OPENED = sorted(
     p
-    for folder in ("en/chapters", "ja/chapters", "student", "student/ja")
+    for folder in (
+        "en/chapters",
+        "ja/chapters",
+        "student",
+        "student/ja",
+        "solutions",
+        "solutions/ja",
+    )
     for p in (ROOT / folder).glob("*.ipynb")
 )
 # MyST a plain Markdown viewer shows as it is: a role, a directive's fence or option,
@@ -48,6 +56,7 @@ def myst_left(text: str) -> dict[str, int]:
 def test_the_colab_notebooks_are_up_to_date():
     assert colab.stale(ROOT) == [], "run: make student"
     assert student_edition.stale(ROOT) == [], "run: make student"
+    assert solutions_edition.stale(ROOT) == [], "run: make student"
     assert ja_notebooks.stale(ROOT) == [], "run: make student"
 
 

@@ -248,6 +248,8 @@ def graded(tmp_path_factory) -> dict:
     w(folder, "other_chapter", chapter7)
     chapter7["metadata"]["transformer_edu"] = {"chapter": "07_residual_norm_ffn"}
     w(folder, "other_edition", chapter7)
+    w(folder, "solutions_edition",
+      json.loads((ROOT / "solutions" / "11_exercises.ipynb").read_text()))  # fmt: skip
     for student, nb in {**subs.holes(out, markers), **subs.honest()}.items():
         w(folder, student, nb)
     # one folder per student, as learning platforms download them
@@ -271,6 +273,10 @@ def test_the_solution_gets_full_marks(graded):
         (r["exercise"], r["verdict"]) for r in rows if r["status"] != "passed"
     ]
     assert total(graded["by"]["solved"]) == subs.MAX
+    # the solutions as published, pasted into the stubs: each row notes it
+    assert all("is the published solution's code" in r["note"] for r in rows)
+    unsolved = graded["by"]["unsolved"].values()
+    assert not any("published solution" in r["note"] for r in unsolved)
 
 
 def test_the_unsolved_edition_is_not_implemented_everywhere(graded):
@@ -312,7 +318,8 @@ def test_bad_submissions_get_rows_that_say_what_happened(graded):
     assert CALLED_REFERENCE in by["cheats"]["6.1"]["verdict"]
     for student, says in [("corrupt", "not a readable notebook"),
                           ("other_chapter", "chapter 07_residual_norm_ffn (its Colab"),
-                          ("other_edition", "chapter 07_residual_norm_ffn (its meta")]:  # fmt: skip
+                          ("other_edition", "chapter 07_residual_norm_ffn (its meta"),
+                          ("solutions_edition", "the solutions edition of 11_exerc")]:  # fmt: skip
         rows = by[student].values()
         assert all(r["status"] == "error" and r["points"] == "0" for r in rows)
         assert all(says in r["verdict"] for r in rows), list(rows)[0]

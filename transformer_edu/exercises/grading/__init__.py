@@ -73,6 +73,7 @@ from .submissions import (
     NotASubmission,
     Snippet,
     Submission,
+    copied,
     find,
     read_program,
 )
@@ -230,10 +231,13 @@ def grade_submission(sub: Submission, warden: Warden, workdir: Path,
     # what concerns the whole notebook goes on its first row (and into the feedback)
     notes += [f"{snippets[i].label} {why}" for i, why in skipped.items()]
     notes += [f"{snippets[i].label} {why}" for i, why in load_notes.items()]
+    copies = copied(snippets, NAMES)  # answers that are the published solutions
     for ex in EXERCISES:
         row = results[ex.id]
         if not rows:
             row.note = "; ".join(filter(None, [row.note, *notes]))
+        if ex.name in copies:
+            row.note = "; ".join(filter(None, [row.note, copies[ex.name]]))
         rows.append(row)
     return rows
 

@@ -12,6 +12,8 @@ one that hangs or raises is named and the rest still load.
 from __future__ import annotations
 
 import ast
+import copy
+import functools
 import json
 import os
 import re
@@ -171,6 +173,13 @@ def chapter_of(nb: dict) -> tuple[str | None, str]:
     return None, ""
 
 
+def edition_of(nb: dict) -> str | None:
+    """The edition a notebook's metadata names ("student", "solutions"), if any."""
+    meta = (nb.get("metadata") or {}).get("transformer_edu") or {}
+    edition = meta.get("edition") if isinstance(meta, dict) else None
+    return edition if isinstance(edition, str) else None
+
+
 def read_program(path: Path, names: set[str]) -> tuple[list[Snippet], list[str]]:
     """The statements to run (see the module's doc) and notes on cells skipped.
 
@@ -181,6 +190,11 @@ def read_program(path: Path, names: set[str]) -> tuple[list[Snippet], list[str]]
     if chapter is not None and chapter != CHAPTER:
         raise NotASubmission(
             f"a notebook of chapter {chapter} ({how}), not of {CHAPTER}"
+        )
+    if edition_of(nb) == "solutions":
+        raise NotASubmission(
+            f"the solutions edition of {CHAPTER} (its metadata): the published "
+            "solutions, not a student's notebook"
         )
     statements, notes, code_size = [], [], 0
     for i, cell in enumerate(nb["cells"]):
@@ -362,3 +376,96 @@ def _label(node: ast.stmt, cell: int) -> str:
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         return f"the import of {shown} (cell {cell})"
     return f"the assignment to {shown} (cell {cell})"
+
+
+# --- answers copied from the published solutions -----------------------------------
+# The solutions are public (the book's "Show code", solutions/): an answer whose code
+# is a published solution's, comments, docstrings and layout aside and with the
+# solution's names (``attention_solution``, ``LayerNormSolution``) read as the
+# exercises' (``attention``, ``MyLayerNorm``), is noted on its row for the teacher. It
+# changes no points: a renamed variable is enough to pass it, and a one-line answer
+# can be written so independently. See the teacher's guide.
+SOLUTIONS_SOURCE = Path(__file__).resolve().parents[3] / "chapters" / f"{CHAPTER}.ipynb"
+
+
+def _exercise_name(name: str) -> str:
+    """A published solution's name as the exercise names it."""
+    if name.endswith("_solution"):
+        return name.removesuffix("_solution")
+    if name.endswith("Solution"):
+        return "My" + name.removesuffix("Solution")
+    return name
+
+
+class _Canonical(ast.NodeTransformer):
+    def _body(self, node):
+        body = node.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(
+            getattr(body[0], "value", None), ast.Constant
+        ) and isinstance(body[0].value.value, str):  # fmt: skip
+            node.body = body[1:] or [ast.Pass()]
+        return node
+
+    def visit_FunctionDef(self, node):
+        node.name = _exercise_name(node.name)
+        return self._body(self.generic_visit(node))
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node):
+        node.name = _exercise_name(node.name)
+        return self._body(self.generic_visit(node))
+
+    def visit_Name(self, node):
+        node.id = _exercise_name(node.id)
+        return node
+
+
+def canonical(node: ast.stmt) -> str:
+    """``node`` (a definition) as the copy check compares it."""
+    return ast.unparse(_Canonical().visit(copy.deepcopy(node)))
+
+
+@functools.cache
+def published_solutions(path: Path = SOLUTIONS_SOURCE) -> dict[str, str]:
+    """{canonical code: exercise name} of the chapter's solutions ({} without it:
+    the package installed without the repository)."""
+    try:
+        nb = json.loads(path.read_text(encoding="utf8"))
+    except (OSError, ValueError):
+        return {}
+    found = {}
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") != "code" or "solution" not in (
+            cell.get("metadata") or {}
+        ).get("tags", []):
+            continue
+        try:
+            tree = ast.parse(_source(cell))
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                found[canonical(node)] = _exercise_name(node.name)
+    return found
+
+
+def copied(snippets: list[Snippet], names: set[str],
+           published: dict[str, str] | None = None) -> dict[str, str]:  # fmt: skip
+    """{exercise name: note} for each answer that is a published solution's code."""
+    published = published_solutions() if published is None else published
+    notes = {}
+    for s in snippets:
+        try:
+            node = ast.parse(s.code).body[0]
+        except (SyntaxError, IndexError, ValueError, RecursionError):
+            continue
+        if not isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            continue
+        name = published.get(canonical(node))
+        if name in names:
+            notes[name] = (
+                f"{s.label} is the published solution's code (comments, docstrings "
+                "and layout aside)"
+            )
+    return notes
