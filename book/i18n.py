@@ -55,7 +55,7 @@ JA_CONFIG = {
     "nb_execution_cache_path": str(EXEC_CACHE),
     # the page furniture that _config.yml writes in English
     "html_title": "内側から見るアテンション",
-    "author": "transformer_edu の著者たち",
+    "author": "transformer_edu プロジェクト",
     "nb_code_prompt_show": "コードを表示",
     "nb_code_prompt_hide": "コードを隠す",
     "togglebutton_hint": "クリックして表示",
