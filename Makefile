@@ -70,7 +70,7 @@ translations: $(STAMP) $(NPM_STAMP)
 # a notebook (tests/conftest.py): the build executes none (or, after a chapter failed,
 # two notebooks at a time, book/build.py) while the other worker's unit tests go on.
 # Not --book-early (the build at once, beside both workers): three busy processes on two
-# cores once broke ch. 1's and ch. 10's timing asserts. The whole run's time from a fresh clone: README. The other student editions are
+# cores once broke ch. 1's and ch. 10's timing asserts. The whole run's time from a fresh clone: DEVELOPING.md. The other student editions are
 # their chapters minus solution cells that no kept cell depends on
 # (tests/test_student_runs.py), so they run whenever their chapter runs; executing
 # them again would add minutes.
