@@ -21,13 +21,31 @@ class CheckpointError(ValueError):
     """A checkpoint file that cannot be used, with the reason in the message."""
 
 
+def cache_dir() -> Path:
+    """Where the models this package trains go: ~/.cache/transformer_edu
+    (``$XDG_CACHE_HOME`` respected)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return cache / "transformer_edu"
+
+
 def default_checkpoint_path() -> Path:
     """$TRANSFORMER_EDU_CHECKPOINT, else ~/.cache/transformer_edu/toy_ja_en.pt."""
     env = os.environ.get("TRANSFORMER_EDU_CHECKPOINT")
     if env:
         return Path(env).expanduser()
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return cache / "transformer_edu" / "toy_ja_en.pt"
+    return cache_dir() / "toy_ja_en.pt"
+
+
+def write_checkpoint_file(blob: dict[str, Any], path: str | Path) -> Path:
+    """``torch.save(blob)`` to ``path`` atomically: through a temporary file of this
+    process, renamed, so that a reader never sees half a file (the toy's and the
+    Tatoeba model's checkpoints)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f"{path.suffix}.{os.getpid()}.tmp")  # one per writer
+    torch.save(blob, tmp)
+    tmp.replace(path)
+    return path
 
 
 def corpus_fingerprint() -> str:
@@ -44,8 +62,6 @@ def save_checkpoint(
     meta: dict[str, Any] | None = None,
 ) -> Path:
     """Write model config, vocabularies, weights and ``meta`` to ``path`` (atomically)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     blob = {
         "format": FORMAT,
         "version": VERSION,
@@ -55,10 +71,7 @@ def save_checkpoint(
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
         "meta": {"corpus": corpus_fingerprint(), **(meta or {})},
     }
-    tmp = path.with_suffix(f"{path.suffix}.{os.getpid()}.tmp")  # one per writer
-    torch.save(blob, tmp)
-    tmp.replace(path)
-    return path
+    return write_checkpoint_file(blob, path)
 
 
 def load_checkpoint(

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from .attention import POSITIONS
 from .config import TransformerConfig
 from .embeddings import POSITIONAL_ENCODINGS, NoPositionalEncoding, TokenEmbedding
-from .layers import EncoderLayer
+from .layers import DecoderLayer, EncoderLayer
 from .masks import causal_mask, combine_masks, padding_mask
 from .model import Generator, Transformer, _Stack, make_config
 from .switches import apply_switches
@@ -40,18 +40,10 @@ class DecoderOnlyLayer(EncoderLayer):
             x = self.norm2(x + self._ff_block(x))
         return x
 
-    def _sa_block(
-        self, x: Tensor, mask: Tensor | None, cache: dict | None = None
-    ) -> Tensor:
-        if cache is None:
-            return super()._sa_block(x, mask)
-        # incremental: the new positions' keys/values join those of the past ones
-        k, v = self.self_attn.project_kv(x, x)  # (B, G, t, Dh)
-        if "self_kv" in cache:
-            k = torch.cat([cache["self_kv"][0], k], dim=2)  # (B, G, past + t, Dh)
-            v = torch.cat([cache["self_kv"][1], v], dim=2)
-        cache["self_kv"] = (k, v)
-        return self.dropout1(self.self_attn(x, attn_mask=mask, kv=(k, v)))
+    # the decoder's masked self-attention with its KV cache, one home for both: without
+    # a cache it is the encoder layer's; with one, the new positions' keys and values
+    # (G heads of them under grouped-query attention) join those of the past ones
+    _sa_block = DecoderLayer._sa_block
 
 
 class DecoderOnlyStack(_Stack):

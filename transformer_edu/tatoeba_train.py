@@ -100,8 +100,8 @@ def save_tatoeba_checkpoint(
 ) -> Path:
     """Config, weights in float16 (half the bytes; loaded back as float32), the
     SentencePiece model's SHA-256, and ``meta`` (how it was trained)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from .checkpoint import write_checkpoint_file
+
     # a tied weight is one tensor under several names: convert it once, so that
     # torch.save stores one copy. Recognise it by the model's own tensor (its device
     # and address), never by a copy: on a GPU `.cpu()` returns a fresh copy whose
@@ -121,10 +121,7 @@ def save_tatoeba_checkpoint(
         "spm_sha256": hashlib.sha256(tok.model_proto).hexdigest(),
         "state_dict": state, "meta": meta or {},
     }  # fmt: skip
-    tmp = path.with_suffix(f"{path.suffix}.{os.getpid()}.tmp")  # one per writer
-    torch.save(blob, tmp)
-    tmp.replace(path)
-    return path
+    return write_checkpoint_file(blob, path)
 
 
 def load_tatoeba_checkpoint(
@@ -570,5 +567,6 @@ def tokens_per_second(hist: TatoebaHistory) -> float:
 def default_tatoeba_checkpoint_path() -> Path:
     """Where ``train --corpus tatoeba`` writes: ~/.cache/transformer_edu/tatoeba_ja_en.pt
     (``$XDG_CACHE_HOME`` respected); the shipped model is never overwritten."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return cache / "transformer_edu" / "tatoeba_ja_en.pt"
+    from .checkpoint import cache_dir
+
+    return cache_dir() / "tatoeba_ja_en.pt"

@@ -222,7 +222,7 @@ def train(
 # Chosen for that budget (the compute per step, not the steps, was the cost): one
 # encoder and one decoder layer with a wider feed-forward network; dropout only where
 # the paper puts it (sub-layer outputs, embeddings + PE: dropout's random numbers are a
-# large share of a small model's step on the CPU); 26 epochs (were 30).
+# large share of a small model's step on the CPU); 26 epochs.
 TOY_MODEL = dict(
     n_layers=1, d_model=128, n_heads=4, d_ff=512, dropout=0.1, attention_dropout=0.0,
     activation_dropout=0.0, max_len=64, tie_generator=True,

@@ -11,7 +11,7 @@
 // decoding.greedy_decode, beamSearch decoding.beam_search (the paper's length
 // penalty), graphStep's cache reordering decoding.reorder_cache, splitSentences /
 // sentenceProblem / planText tatoeba.split_sentences / sentence_problem and
-// tatoeba_train.plan_text, segment data.segment (browser/onnx_export.py has the same
+// tatoeba.plan_text, segment data.segment (browser/onnx_export.py has the same
 // loops in Python, for the tests).
 
 const ORT_DIR = "_static/vendor/onnxruntime-web/";
@@ -141,7 +141,7 @@ export function sentenceProblem(sentence, maxChars) {
   return null;
 }
 
-/** tatoeba_train.plan_text: [{source, translate, error}] or {error} if empty. */
+/** tatoeba.plan_text: [{source, translate, error}] or {error} if empty. */
 export function planText(text, maxChars) {
   const sentences = splitSentences(text);
   if (!sentences.length) return { error: ["emptyText"] };
