@@ -35,19 +35,18 @@ EXERCISES = re.compile(r"^## Exercises\b", re.M)
 # what the book still has (chapter, term); fix one, then remove it here
 KNOWN = {
     (1, "attention weight"), (1, "cross-attention"), (1, "cross-entropy"),
-    (1, "embedding"), (1, "gradient clipping"), (1, "held-out"), (1, "one-hot"),
-    (1, "positional encoding"), (1, "self-attention"), (1, "softmax"), (1, "token"),
+    (1, "embedding"), (1, "gradient clipping"), (1, "one-hot"),
+    (1, "positional encoding"), (1, "self-attention"),
     (1, "training split"),
     (2, "checkpoint"), (2, "cross-entropy"), (2, "positional encoding"),
-    (2, "self-attention"), (2, "softmax"),
+    (2, "self-attention"),
     (3, "checkpoint"), (3, "cross-attention"), (3, "dropout"),
     (3, "feed-forward network"), (3, "layer normalization"), (3, "self-attention"),
     (4, "dropout"), (4, "look-ahead mask"), (4, "mask"), (4, "multi-head attention"),
     (4, "padding mask"),
     (5, "checkpoint"), (5, "dropout"), (5, "look-ahead mask"), (5, "mask"),
     (6, "greedy decoding"), (6, "label smoothing"),
-    (7, "gradient clipping"), (7, "held-out"), (7, "label smoothing"),
-    (7, "learning rate"), (7, "warm-up"),
+    (7, "gradient clipping"), (7, "label smoothing"), (7, "learning rate"),
     (9, "greedy decoding"),
     (10, "dev split"),
 }  # fmt: skip
