@@ -38,7 +38,15 @@ from functools import cache
 from pathlib import Path
 
 import nbformat
-from sync_colab import ROOT, chapter_paths, colab_link, repository, sync_notebook
+from sync_colab import (
+    ROOT,
+    chapter_paths,
+    colab_link,
+    repository,
+    stale_files,
+    sync_notebook,
+    write_files,
+)
 
 EN_CHAPTERS = Path("en") / "chapters"
 VALUES = Path("book") / "glue_values.json"
@@ -367,21 +375,11 @@ def notebooks(root: Path = ROOT) -> dict[Path, str]:
 
 
 def stale(root: Path = ROOT) -> list[str]:
-    return [
-        f"{p.relative_to(root)} is out of date"
-        for p, text in notebooks(root).items()
-        if not p.exists() or p.read_text(encoding="utf8") != text
-    ]
+    return stale_files(notebooks(root), root)
 
 
 def write(root: Path = ROOT) -> list[Path]:
-    changed = []
-    for path, text in notebooks(root).items():
-        if not path.exists() or path.read_text(encoding="utf8") != text:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf8")
-            changed.append(path)
-    return changed
+    return write_files(notebooks(root))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import copy
 import re
 import sys
@@ -28,7 +27,16 @@ import nbformat
 from colab_notebooks import render_notebook
 from solutions_edition import SOLUTIONS_DIR, solutions_notebook
 from student_edition import has_solutions, student_notebook
-from sync_colab import ROOT, chapter_paths, colab_link, repository, sync_notebook
+from sync_colab import (
+    ROOT,
+    chapter_paths,
+    colab_link,
+    generator_main,
+    repository,
+    stale_files,
+    sync_notebook,
+    write_files,
+)
 
 JA_CHAPTERS = Path("ja") / "chapters"
 JA_STUDENT = Path("student") / "ja"
@@ -180,34 +188,16 @@ def notebooks(root: Path = ROOT) -> dict[Path, str]:
 
 
 def stale(root: Path = ROOT) -> list[str]:
-    return [
-        f"{p.relative_to(root)} is out of date"
-        for p, text in notebooks(root).items()
-        if not p.exists() or p.read_text(encoding="utf8") != text
-    ]
+    return stale_files(notebooks(root), root)
 
 
 def write(root: Path = ROOT) -> list[Path]:
-    changed = []
-    for path, text in notebooks(root).items():
-        if not path.exists() or path.read_text(encoding="utf8") != text:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf8")
-            changed.append(path)
-    return changed
+    return write_files(notebooks(root))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="report, change nothing")
-    args = parser.parse_args(argv)
-    if args.check:
-        found = stale()
-        print("\n".join(found) or "the Japanese notebooks are up to date")
-        return 1 if found else 0
-    for path in write():
-        print(f"wrote {path.relative_to(ROOT)}")
-    return 0
+    return generator_main(__doc__, stale, write, "the Japanese notebooks are up to date",
+                          argv)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import copy
 import re
 import sys
@@ -28,7 +27,16 @@ from pathlib import Path
 import nbformat
 from colab_notebooks import en_chapter, references_page
 from student_edition import SOLUTION_TAG, STUDENT_DIR, has_solutions
-from sync_colab import ROOT, chapter_paths, colab_link, repository, sync_notebook
+from sync_colab import (
+    ROOT,
+    chapter_paths,
+    colab_link,
+    generator_main,
+    repository,
+    stale_files,
+    sync_notebook,
+    write_files,
+)
 
 SOLUTIONS_DIR = "solutions"
 NOTE_ID = "solutions-edition"
@@ -128,34 +136,16 @@ def editions(root: Path = ROOT) -> dict[Path, str]:
 
 
 def stale(root: Path = ROOT) -> list[str]:
-    return [
-        f"{p.relative_to(root)} is out of date"
-        for p, text in editions(root).items()
-        if not p.exists() or p.read_text(encoding="utf8") != text
-    ]
+    return stale_files(editions(root), root)
 
 
 def write(root: Path = ROOT) -> list[Path]:
-    changed = []
-    for path, text in editions(root).items():
-        if not path.exists() or path.read_text(encoding="utf8") != text:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf8")
-            changed.append(path)
-    return changed
+    return write_files(editions(root))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="report, change nothing")
-    args = parser.parse_args(argv)
-    if args.check:
-        found = stale()
-        print("\n".join(found) or "solutions editions are up to date")
-        return 1 if found else 0
-    for path in write():
-        print(f"wrote {path.relative_to(ROOT)}")
-    return 0
+    return generator_main(__doc__, stale, write, "solutions editions are up to date",
+                          argv)  # fmt: skip
 
 
 if __name__ == "__main__":

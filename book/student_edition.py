@@ -14,7 +14,6 @@ which the grader checks; its markdown reads as the book's (``colab_notebooks``).
 
 from __future__ import annotations
 
-import argparse
 import copy
 import re
 import sys
@@ -22,7 +21,16 @@ from pathlib import Path
 
 import nbformat
 from colab_notebooks import render_notebook
-from sync_colab import ROOT, chapter_paths, colab_link, repository, sync_notebook
+from sync_colab import (
+    ROOT,
+    chapter_paths,
+    colab_link,
+    generator_main,
+    repository,
+    stale_files,
+    sync_notebook,
+    write_files,
+)
 
 STUDENT_DIR = "student"
 SOLUTION_TAG = "solution"
@@ -86,11 +94,7 @@ def editions(root: Path = ROOT) -> dict[Path, str]:
 
 def stale(root: Path = ROOT) -> list[str]:
     """What is out of date: student editions, and the guide's Colab badges."""
-    out = [
-        f"{p.relative_to(root)} is out of date"
-        for p, text in editions(root).items()
-        if not p.exists() or p.read_text(encoding="utf8") != text
-    ]
+    out = stale_files(editions(root), root)
     guide = root / GUIDE
     if guide.exists() and guide.read_text(encoding="utf8") != guide_text(root):
         out.append(f"{GUIDE}: its student-edition Colab badges are out of date")
@@ -122,12 +126,7 @@ def guide_text(root: Path = ROOT) -> str:
 
 def write(root: Path = ROOT) -> list[Path]:
     """(Re)write the stale editions and the guide's badges; returns what changed."""
-    changed = []
-    for path, text in editions(root).items():
-        if not path.exists() or path.read_text(encoding="utf8") != text:
-            path.parent.mkdir(exist_ok=True)
-            path.write_text(text, encoding="utf8")
-            changed.append(path)
+    changed = write_files(editions(root))
     guide = root / GUIDE
     if guide.exists() and guide.read_text(encoding="utf8") != guide_text(root):
         guide.write_text(guide_text(root), encoding="utf8")
@@ -136,16 +135,9 @@ def write(root: Path = ROOT) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="report, change nothing")
-    args = parser.parse_args(argv)
-    if args.check:
-        found = stale()
-        print("\n".join(found) or "student editions are up to date")
-        return 1 if found else 0
-    for path in write():
-        print(f"wrote {path.relative_to(ROOT)}")
-    return 0
+    return generator_main(
+        __doc__, stale, write, "student editions are up to date", argv
+    )
 
 
 if __name__ == "__main__":

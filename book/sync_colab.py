@@ -198,6 +198,45 @@ def chapter_paths(root: Path = ROOT) -> list[Path]:
     ]
 
 
+# --- the generated notebooks' scripts share these ------------------------------------
+
+
+def stale_files(found: dict[Path, str], root: Path = ROOT) -> list[str]:
+    """Which of ``found`` ({path: the text it must have}) are missing or differ."""
+    return [
+        f"{p.relative_to(root)} is out of date"
+        for p, text in found.items()
+        if not p.exists() or p.read_text(encoding="utf8") != text
+    ]
+
+
+def write_files(found: dict[Path, str]) -> list[Path]:
+    """Write those of ``found`` that are missing or differ; returns what changed."""
+    changed = []
+    for path, text in found.items():
+        if not path.exists() or path.read_text(encoding="utf8") != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf8")
+            changed.append(path)
+    return changed
+
+
+def generator_main(doc: str, stale, write, fresh: str,
+                   argv: list[str] | None = None) -> int:  # fmt: skip
+    """The command line of a script that writes generated files: ``--check`` lists
+    the stale ones (status 1), else it writes them."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="report, change nothing")
+    args = parser.parse_args(argv)
+    if args.check:
+        found = stale()
+        print("\n".join(found) or fresh)
+        return 1 if found else 0
+    for path in write():
+        print(f"wrote {path.relative_to(ROOT)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="report, change nothing")
