@@ -25,6 +25,7 @@ screen of each page lands in ``_build/screenshots/`` as a JPEG;
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from conftest import SCREENSHOTS
@@ -56,6 +57,30 @@ def served(book):
 
     with serve(HTML_DIR) as base:
         yield base
+
+
+# plotly.js, moving a figure from one frame to the next (chapter 11's mask builder,
+# whose y-axis range changes with the length T), can write a text point's transform
+# with a y-scale of NaN for an instant: "…scale(1,NaN)…", which Chromium reports and
+# ignores; the frame's own redraw then sets it. Seen in about one CI run in three,
+# never in a figure's final state (the checks below look at that). Only this message
+# is let through; any other console error fails the page.
+PLOTLY_NAN_SCALE = re.compile(
+    r'^Error: <g> attribute transform: Trailing garbage, "[^"]*scale\(1,NaN\)'
+)
+
+
+def console_errors(errors: list[str]) -> list[str]:
+    """The console errors a page must not have: all but plotly's NaN-scale instant."""
+    return [e for e in errors if not PLOTLY_NAN_SCALE.match(e)]
+
+
+def test_only_plotlys_nan_scale_instant_is_let_through():
+    seen = 'Error: <g> attribute transform: Trailing garbage, "…(0,29.1)scale(1,NaN)translate(0,…".'
+    other = 'Error: <path> attribute d: Expected number, "MNaN,0".'
+    assert console_errors([seen, other, "uncaught: TypeError: x"]) == [
+        other, "uncaught: TypeError: x",
+    ]  # fmt: skip
 
 
 def check_page(browser, page: str, base: str) -> list[str]:
@@ -126,8 +151,8 @@ def check_page(browser, page: str, base: str) -> list[str]:
         problems.append(f"widgets: {m['widgets']} of {m['views']} rendered")
     if m["cjk"] and not m["cjkFont"]:
         problems.append("Japanese text on the page but IPAexGothic did not load")
-    if errors:
-        problems.append(f"console errors: {errors}")
+    if console_errors(errors):
+        problems.append(f"console errors: {console_errors(errors)}")
     own_failures = [f for f in failed if f.startswith(own)]
     if own_failures:
         problems.append(f"the book's own files that failed to load: {own_failures}")
