@@ -358,9 +358,7 @@ def en_chapter(path: Path, root: Path = ROOT) -> nbformat.NotebookNode:
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
-    sync_notebook(
-        nb, colab_link(url, branch, f"{book}/{rel}" if book else rel), url, branch
-    )
+    sync_notebook(nb, colab_link(url, branch, rel, book), url, branch)
     page = path.relative_to(root).with_suffix("").as_posix()
     return render_notebook(nb, page, "en", root)
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import nbformat
 from colab_notebooks import render_notebook
-from solutions_edition import SOLUTIONS_DIR, solutions_notebook
-from student_edition import has_solutions, student_notebook
+from solutions_edition import solutions_notebook
+from student_edition import SOLUTIONS_DIR, has_solutions, student_notebook
 from sync_colab import (
     ROOT,
     chapter_paths,
@@ -160,8 +160,7 @@ def notebooks(root: Path = ROOT) -> dict[Path, str]:
     url, branch, book = repository(root)
 
     def link(rel: Path) -> str:
-        rel = rel.as_posix()
-        return colab_link(url, branch, f"{book}/{rel}" if book else rel)
+        return colab_link(url, branch, rel.as_posix(), book)
 
     found = {}
     for path in chapter_paths(root):

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import nbformat
 from colab_notebooks import en_chapter, references_page
-from student_edition import SOLUTION_TAG, STUDENT_DIR, has_solutions
+from student_edition import SOLUTION_TAG, SOLUTIONS_DIR, STUDENT_DIR, has_solutions
 from sync_colab import (
     ROOT,
     chapter_paths,
@@ -38,7 +38,6 @@ from sync_colab import (
     write_files,
 )
 
-SOLUTIONS_DIR = "solutions"
 NOTE_ID = "solutions-edition"
 NOTE = {
     "en": (
@@ -112,14 +111,9 @@ def guide_section(lang: str, root: Path = ROOT) -> str:
     return f"{page}teachers_guide.html#worked-solutions"
 
 
-def links(root: Path, rel: str) -> str:
-    url, branch, book = repository(root)
-    return colab_link(url, branch, f"{book}/{rel}" if book else rel)
-
-
 def editions(root: Path = ROOT) -> dict[Path, str]:
     """Each English solutions edition's path and the text it must have."""
-    url, branch, _ = repository(root)
+    url, branch, book = repository(root)
     found = {}
     for path in chapter_paths(root):
         if not path.exists():
@@ -127,9 +121,10 @@ def editions(root: Path = ROOT) -> dict[Path, str]:
         if not has_solutions(nbformat.read(path, as_version=4)):
             continue
         rel = f"{SOLUTIONS_DIR}/{path.name}"
-        student = links(root, f"{STUDENT_DIR}/{path.name}")
+        student = colab_link(url, branch, f"{STUDENT_DIR}/{path.name}", book)
+        link = colab_link(url, branch, rel, book)
         nb = solutions_notebook(
-            en_chapter(path, root), path.name, links(root, rel), student, url, branch
+            en_chapter(path, root), path.name, link, student, url, branch
         )
         found[root / rel] = nbformat.writes(nb) + "\n"
     return found

@@ -33,6 +33,7 @@ from sync_colab import (
 )
 
 STUDENT_DIR = "student"
+SOLUTIONS_DIR = "solutions"  # the solutions editions (book/solutions_edition.py)
 SOLUTION_TAG = "solution"
 GUIDE = "teachers_guide.md"  # the page that links each student edition
 NOTE = (
@@ -86,7 +87,7 @@ def editions(root: Path = ROOT) -> dict[Path, str]:
         chapter = render_notebook(chapter, page, "en", root)  # reads as the book
         target = root / STUDENT_DIR / path.name
         rel = target.relative_to(root).as_posix()
-        link = colab_link(url, branch, f"{book}/{rel}" if book else rel)
+        link = colab_link(url, branch, rel, book)
         nb = student_notebook(chapter, path.name, link, url, branch)
         found[target] = nbformat.writes(nb) + "\n"
     return found
@@ -106,7 +107,7 @@ def stale(root: Path = ROOT) -> list[str]:
 BADGE_LINE = re.compile(
     r"^(?:- )?\[!?\[?Open the (student|solutions) edition of (\S+) in Colab\].*$", re.M
 )
-FOLDER = {"student": STUDENT_DIR, "solutions": "solutions"}
+FOLDER = {"student": STUDENT_DIR, "solutions": SOLUTIONS_DIR}
 
 
 def guide_text(root: Path = ROOT) -> str:
@@ -118,7 +119,7 @@ def guide_text(root: Path = ROOT) -> str:
     def badge(m: re.Match) -> str:
         edition, name = m.group(1), m.group(2)
         rel = f"{FOLDER[edition]}/{name}"
-        link = colab_link(url, branch, f"{book}/{rel}" if book else rel)
+        link = colab_link(url, branch, rel, book)
         return f"- [Open the {edition} edition of {name} in Colab]({link})"
 
     return BADGE_LINE.sub(badge, text)

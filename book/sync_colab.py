@@ -82,9 +82,12 @@ def badge_target(rel: str) -> str:
     return f"en/{rel}" if rel.startswith("chapters/") else rel
 
 
-def colab_link(url: str, branch: str, path_in_repo: str) -> str:
-    """The address Jupyter Book's Colab launch button uses for the same notebook."""
+def colab_link(url: str, branch: str, rel: str, book: str = "") -> str:
+    """The address Jupyter Book's Colab launch button uses for the same notebook:
+    ``rel`` is its path in the book, ``book`` the book's folder in the repository
+    (``repository.path_to_book``, "" at its top)."""
     owner_repo = url.removeprefix("https://github.com/")
+    path_in_repo = f"{book}/{rel}" if book else rel
     return f"{COLAB}/github/{owner_repo}/blob/{branch}/{path_in_repo}"
 
 
@@ -153,7 +156,7 @@ def problems(path: Path, root: Path = ROOT) -> list[str]:
     url, branch, book = repository(root)
     rel = path.relative_to(root).as_posix()
     target = badge_target(rel)
-    link = colab_link(url, branch, f"{book}/{target}" if book else target)
+    link = colab_link(url, branch, target, book)
     nb = nbformat.read(path, as_version=4)
     out = []
     first = nb.cells[0] if nb.cells else None
@@ -182,9 +185,7 @@ def sync(paths: list[Path], root: Path = ROOT) -> list[Path]:
             continue
         rel = badge_target(path.relative_to(root).as_posix())
         nb = nbformat.read(path, as_version=4)
-        sync_notebook(
-            nb, colab_link(url, branch, f"{book}/{rel}" if book else rel), url, branch
-        )
+        sync_notebook(nb, colab_link(url, branch, rel, book), url, branch)
         nbformat.write(nb, path)
         changed.append(path)
     return changed
