@@ -3,7 +3,7 @@
 Bottom up: token checks -> ``GRUEncoder`` -> score functions (dot, general,
 additive) -> ``Attention`` -> ``GRUDecoder`` (fixed vector) and
 ``AttentionGRUDecoder`` (Luong-style) -> ``Seq2Seq``. Batch first throughout;
-shape letters: B batch, S source length, T target length, H hidden size,
+shape letters: B batch, S source length, T target length, D hidden size,
 V target vocabulary size. Mask polarity: True = real token, may be attended.
 """
 
@@ -74,7 +74,7 @@ class GRUEncoder(nn.Module):
 
         Shape:
             src: (B, S) token ids, PAD only at the end of a row.
-            Returns states (B, S, H), zero at PAD positions, and final (1, B, H).
+            Returns states (B, S, D), zero at PAD positions, and final (1, B, D).
         """
         check_token_ids(src, self.vocab_size, "src")
         lengths = _source_lengths(src, self.pad_idx)  # (B,)
@@ -84,10 +84,10 @@ class GRUEncoder(nn.Module):
         packed = pack_padded_sequence(
             x, lengths.cpu(), batch_first=True, enforce_sorted=False
         )
-        packed_states, final = self.gru(packed)  # final: (1, B, H)
+        packed_states, final = self.gru(packed)  # final: (1, B, D)
         states, _ = pad_packed_sequence(
             packed_states, batch_first=True, total_length=src.size(1)
-        )  # (B, S, H)
+        )  # (B, S, D)
         return states, final
 
 
@@ -101,7 +101,7 @@ class DotScore(nn.Module):
         super().__init__()
 
     def forward(self, query: Tensor, keys: Tensor) -> Tensor:
-        """Shape: query (B, T, H), keys (B, S, H) -> scores (B, T, S)."""
+        """Shape: query (B, T, D), keys (B, S, D) -> scores (B, T, S)."""
         return query @ keys.transpose(1, 2)  # (B, T, S)
 
 
@@ -113,7 +113,7 @@ class GeneralScore(nn.Module):
         self.W = nn.Linear(hidden_dim, hidden_dim, bias=False)
 
     def forward(self, query: Tensor, keys: Tensor) -> Tensor:
-        """Shape: query (B, T, H), keys (B, S, H) -> scores (B, T, S)."""
+        """Shape: query (B, T, D), keys (B, S, D) -> scores (B, T, S)."""
         return query @ self.W(keys).transpose(1, 2)  # (B, T, S)
 
 
@@ -127,9 +127,9 @@ class AdditiveScore(nn.Module):
         self.v = nn.Linear(hidden_dim, 1, bias=False)
 
     def forward(self, query: Tensor, keys: Tensor) -> Tensor:
-        """Shape: query (B, T, H), keys (B, S, H) -> scores (B, T, S)."""
-        q = self.W1(query)[:, :, None, :]  # (B, T, 1, H)
-        k = self.W2(keys)[:, None, :, :]  # (B, 1, S, H)
+        """Shape: query (B, T, D), keys (B, S, D) -> scores (B, T, S)."""
+        q = self.W1(query)[:, :, None, :]  # (B, T, 1, D)
+        k = self.W2(keys)[:, None, :, :]  # (B, 1, S, D)
         # Broadcasting adds every query to every key: one hidden layer per pair.
         return self.v(torch.tanh(q + k)).squeeze(-1)  # (B, T, S)
 
@@ -180,22 +180,22 @@ class Attention(nn.Module):
         """Attend from each query over the keys (which are also the values).
 
         Shape:
-            query: (B, H) or (B, T, H); keys: (B, S, H);
+            query: (B, D) or (B, T, D); keys: (B, S, D);
             mask: (B, S) bool, True = real token that may be attended.
-            Returns context (B, H) or (B, T, H) and weights (B, S) or (B, T, S).
+            Returns context (B, D) or (B, T, D) and weights (B, S) or (B, T, S).
         """
         single = query.dim() == 2
         if single:
-            query = query[:, None, :]  # (B, 1, H)
+            query = query[:, None, :]  # (B, 1, D)
         scores = self.score(query, keys)  # (B, T, S)
         if mask is not None:
             _check_key_mask(mask, keys)
             # -inf becomes exactly 0 after softmax: PADs get no weight at all.
             scores = scores.masked_fill(~mask[:, None, :], float("-inf"))
         weights = F.softmax(scores, dim=-1)  # (B, T, S)
-        context = weights @ keys  # (B, T, H)
+        context = weights @ keys  # (B, T, D)
         if single:
-            return context[:, 0], weights[:, 0]  # (B, H), (B, S)
+            return context[:, 0], weights[:, 0]  # (B, D), (B, S)
         return context, weights
 
 
@@ -228,11 +228,11 @@ class GRUDecoder(nn.Module):
         """Run T teacher-forced steps (T = 1 when decoding); memory is ignored.
 
         Shape:
-            tgt_in: (B, T); hidden: (1, B, H).
-            Returns logits (B, T, V), hidden (1, B, H), None (no attention).
+            tgt_in: (B, T); hidden: (1, B, D).
+            Returns logits (B, T, V), hidden (1, B, D), None (no attention).
         """
         x = self.embedding(tgt_in)  # (B, T, E)
-        outputs, hidden = self.gru(x, hidden)  # (B, T, H), (1, B, H)
+        outputs, hidden = self.gru(x, hidden)  # (B, T, D), (1, B, D)
         return self.out(outputs), hidden, None  # (B, T, V)
 
 
@@ -266,15 +266,15 @@ class AttentionGRUDecoder(nn.Module):
         """Run T teacher-forced steps (T = 1 when decoding), attending at each.
 
         Shape:
-            tgt_in: (B, T); hidden: (1, B, H); memory: (B, S, H); src_mask: (B, S).
-            Returns logits (B, T, V), hidden (1, B, H), weights (B, T, S).
+            tgt_in: (B, T); hidden: (1, B, D); memory: (B, S, D); src_mask: (B, S).
+            Returns logits (B, T, V), hidden (1, B, D), weights (B, T, S).
         """
         x = self.embedding(tgt_in)  # (B, T, E)
-        states, hidden = self.gru(x, hidden)  # (B, T, H), (1, B, H)
+        states, hidden = self.gru(x, hidden)  # (B, T, D), (1, B, D)
         # 1) every decoder state attends over all encoder states at once
-        context, weights = self.attention(states, memory, src_mask)  # (B,T,H), (B,T,S)
+        context, weights = self.attention(states, memory, src_mask)  # (B,T,D), (B,T,S)
         # 2) combine what was read with the decoder's own state
-        combined = torch.tanh(self.W_c(torch.cat([context, states], dim=-1)))  # (B,T,H)
+        combined = torch.tanh(self.W_c(torch.cat([context, states], dim=-1)))  # (B,T,D)
         return self.out(combined), hidden, weights  # (B, T, V)
 
 
@@ -310,7 +310,7 @@ class Seq2Seq(nn.Module):
         self.last_attention: Tensor | None = None  # (B, T, S) after forward
 
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Shape: src (B, S) -> memory (B, S, H), final (1, B, H), src_mask (B, S)."""
+        """Shape: src (B, S) -> memory (B, S, D), final (1, B, D), src_mask (B, S)."""
         memory, final = self.encoder(src)
         return memory, final, src != self.pad_idx
 
