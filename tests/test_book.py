@@ -15,6 +15,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 from sync_colab import colab_link, repository, toc_files  # book/ is on pythonpath
 
 pytestmark = pytest.mark.book
@@ -453,27 +454,22 @@ def _move_slider(tab, fig, i, k, slider) -> list[str]:
     return []
 
 
-def _menu_entries(tab, fig, i, k, menu):
+def _menu_entries(tab, fig, k, menu):
     group = fig.locator(".updatemenu-container > g").nth(k)
     if menu["type"] == "dropdown":
         header = group.locator(".updatemenu-header")
         _click_center(tab, header)  # open it
         entries = fig.locator(".updatemenu-dropdown-button")
         try:  # drawn when it opens; _pick says so if it never does
-            tab.wait_for_function(
-                "([i, n]) => document.querySelectorAll("
-                "'div.plotly-graph-div.js-plotly-plot')[i]"
-                ".querySelectorAll('.updatemenu-dropdown-button').length === n",
-                arg=[i, menu["n"]], timeout=3_000,
-            )  # fmt: skip
-        except Exception:
+            expect(entries).to_have_count(menu["n"], timeout=3_000)
+        except AssertionError:
             pass
         return entries
     return group.locator(".updatemenu-button")
 
 
 def _pick(tab, fig, i, k, menu, entry, picture=None, same=False) -> bool:
-    entries = _menu_entries(tab, fig, i, k, menu)
+    entries = _menu_entries(tab, fig, k, menu)
     if entries.count() != menu["n"]:
         return False
     _click_center(tab, entries.nth(entry))
