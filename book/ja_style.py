@@ -16,7 +16,9 @@ can see in a catalogue's messages (``book/po_tool.py check`` prints them, and
   English already), never for the common words of ``NO_GLOSS``, and only at the term's
   first appearance in the book or in the chapter that defines it (``book_glosses``);
 - the glossary's rejected renderings (``not:`` in ``locale/ja/glossary.yml``) and the
-  literal collocations of ``TRANSLATIONESE`` do not occur.
+  literal collocations of ``TRANSLATIONESE`` do not occur;
+- an English word is not rendered by the Japanese that ``RENDERINGS`` rejects for it
+  (attend is not 注目).
 """
 
 from __future__ import annotations
@@ -139,6 +141,18 @@ TRANSLATIONESE = {
     "と戦": "抑える・防ぐ・対処する",
     "いくつかの単位": "数単位",
 }
+
+# --- renderings tied to an English word -------------------------------------------------
+# (English word in the msgid, Japanese that must not render it, what to write instead):
+# the mechanism's verb is not 注目 (注目 stays for "note", "look for")
+RENDERINGS = [
+    (
+        re.compile(r"\battend(?:s|ed|ing)?\b", re.IGNORECASE),
+        "注目",
+        "attend: 「X にアテンションを向ける」「アテンションを向けてよい」、"
+        "自動詞なら「アテンションをとる」",
+    ),
+]
 
 # --- glosses ---------------------------------------------------------------------------
 GLOSS = re.compile(
@@ -283,6 +297,10 @@ def message_problems(
     for phrase, better in TRANSLATIONESE.items():
         if phrase in p:
             out.append(f"translationese: 「{phrase}」 -> {better}")
+    en = prose(msgid)
+    for word, ja, better in RENDERINGS:
+        if word.search(en) and ja in p:
+            out.append(f"rendering: 「{ja}」 -> {better}")
     for variant, term in (rejected or {}).items():
         if variant in p:
             out.append(f"glossary: 「{variant}」 -> 「{term}」")

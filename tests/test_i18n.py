@@ -327,6 +327,11 @@ def test_the_style_checks_can_fail():
         "長音: 「スライダー」 -> 「スライダ」"
     ]
     assert check("Real data.", "本物のデータ。")[0].startswith("translationese")
+    assert check("It attends to pads.", "パッドに注目する。")[0].startswith(
+        "rendering: 「注目」"
+    )
+    assert check("It attends to pads.", "パッドにアテンションを向ける。") == []
+    assert check("Note the pads.", "パッドに注目してほしい。") == []
     assert check("Held out.", "取り置いた文。", {"取り置": "評価用"}) == [
         "glossary: 「取り置」 -> 「評価用」"
     ]
