@@ -140,6 +140,9 @@ TRANSLATIONESE = {
     "算術": "計算・演算・計算量",
     "と戦": "抑える・防ぐ・対処する",
     "いくつかの単位": "数単位",
+    "assert で確認": "assert で確かめる／assert で検査する／assert が保証する／"
+    "「…であることを assert で検査する」",
+    "assert により確認": "assert で確かめる／assert で検査する",
 }
 
 # --- renderings tied to an English word -------------------------------------------------

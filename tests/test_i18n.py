@@ -327,6 +327,10 @@ def test_the_style_checks_can_fail():
         "長音: 「スライダー」 -> 「スライダ」"
     ]
     assert check("Real data.", "本物のデータ。")[0].startswith("translationese")
+    assert check("Equal (asserted).", "等しい（assert で確認）。")[0].startswith(
+        "translationese: 「assert で確認」"
+    )
+    assert check("Equal (asserted).", "等しい（assert で確かめてある）。") == []
     assert check("It attends to pads.", "パッドに注目する。")[0].startswith(
         "rendering: 「注目」"
     )
