@@ -18,7 +18,9 @@ can see in a catalogue's messages (``book/po_tool.py check`` prints them, and
 - the glossary's rejected renderings (``not:`` in ``locale/ja/glossary.yml``) and the
   literal collocations of ``TRANSLATIONESE`` do not occur;
 - an English word is not rendered by the Japanese that ``RENDERINGS`` rejects for it
-  (attend is not 注目).
+  (attend is not 注目);
+- one spelling each (``SPELLING``): ほうが for the comparative, 活性値 for activation
+  values (活性化 only in 活性化関数), FLOP 数 for the count (FLOPs only after a number).
 """
 
 from __future__ import annotations
@@ -130,6 +132,7 @@ CHOON = {
     "ランナー": "ランナ", "ハンドラー": "ハンドラ", "コントローラー": "コントローラ",
     "インデクサー": "インデクサ", "ドライバー": "ドライバ", "ワーカー": "ワーカ",
     "スコアラー": "スコアラ", "リーダー": "リーダ", "ライター": "ライタ",
+    "ルーター": "ルータ",
 }  # fmt: skip
 
 # --- translationese ---------------------------------------------------------------------
@@ -156,6 +159,39 @@ RENDERINGS = [
         "自動詞なら「アテンションをとる」",
     ),
 ]
+
+# --- one spelling each ------------------------------------------------------------------
+SPELLING = [
+    # the comparative is ほうが (方 stays in 一方, 両方, 選び方)
+    (re.compile(r"(?<=[のたる])方が"), "comparative: 「方が」 -> 「ほうが」"),
+    # activation values are 活性値; 活性化 only in 活性化関数
+    (
+        re.compile(r"活性化(?!関数)"),
+        "「活性化」 -> 「活性値」 (values) or 「活性化関数」",
+    ),
+    # numbers read as Japanese numbers: not 「4.10 百万」 (a glued decimal: name the unit
+    # first, 「百万 FLOP 単位で 4.10」), not 「1.14×」 in prose (「1.14 倍」)
+    (
+        re.compile(r"[\d\x00] ?百万"),
+        "「… 百万」 after a number -> 「410 万」 or 「百万 … 単位で 4.10」",
+    ),
+    (re.compile(r"[\d\x00] ?×(?! ?[\d\x00A-Za-z])"), "「1.14×」 -> 「1.14 倍」"),
+]
+# FLOPs is a unit after a number (「2 FLOPs」, 「{glue} FLOPs」, 「$3D$ FLOPs」); the count
+# as a noun is FLOP 数 (「FLOP 数は同じ」); 「FLOP あたり」 is the unit alone
+FLOPS = re.compile(r"M?FLOPs")
+
+
+def flops_problems(p: str) -> list[str]:
+    out = []
+    for m in FLOPS.finditer(p):
+        before = p[: m.start()].rstrip(" ")[-1:]
+        if not before or not (before.isdigit() or before in "\x00（("):
+            out.append(
+                f"「{m.group(0)}」 as a noun -> 「FLOP 数」 (FLOPs after a number)"
+            )
+    return out
+
 
 # --- glosses ---------------------------------------------------------------------------
 GLOSS = re.compile(
@@ -300,6 +336,10 @@ def message_problems(
     for phrase, better in TRANSLATIONESE.items():
         if phrase in p:
             out.append(f"translationese: 「{phrase}」 -> {better}")
+    for pattern, message in SPELLING:
+        if pattern.search(p):
+            out.append(f"spelling: {message}")
+    out += flops_problems(p)
     en = prose(msgid)
     for word, ja, better in RENDERINGS:
         if word.search(en) and ja in p:

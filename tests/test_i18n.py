@@ -327,6 +327,23 @@ def test_the_style_checks_can_fail():
         "長音: 「スライダー」 -> 「スライダ」"
     ]
     assert check("Real data.", "本物のデータ。")[0].startswith("translationese")
+    assert check("x", "小さいモデルの方が速い。") == [
+        "spelling: comparative: 「方が」 -> 「ほうが」"
+    ]
+    assert check("x", "小さいモデルのほうが速く、一方が他方をゲートする。") == []
+    assert check("x", "残った活性化の平均。")[0].startswith("spelling: 「活性化」")
+    assert check("x", "活性化関数が SiLU なら、残った活性値の平均。") == []
+    assert check("x", "FLOPs は同じである。")[0].startswith("「FLOPs」 as a noun")
+    assert check("x", "倍の FLOPs を使う。")[0].startswith("「FLOPs」 as a noun")
+    assert check("x", "積和 1 回を 2 FLOPs と数え、$3D$ FLOPs、FLOP 数は同じ。") == []
+    assert check("x", "{glue:text}`a:.2f` 百万に対して")[0].startswith(
+        "spelling: 「… 百万」"
+    )
+    assert check("x", "{glue:text}`a:.1f`× であった。") == [
+        "spelling: 「1.14×」 -> 「1.14 倍」"
+    ]
+    assert check("x", "百万 FLOP 単位で {glue:text}`a:.2f`、37k × 512、410 万。") == []
+    assert check("x", "ルーター。") == ["長音: 「ルーター」 -> 「ルータ」"]
     assert check("Equal (asserted).", "等しい（assert で確認）。")[0].startswith(
         "translationese: 「assert で確認」"
     )
