@@ -146,6 +146,7 @@ TRANSLATIONESE = {
     "assert で確認": "assert で確かめる／assert で検査する／assert が保証する／"
     "「…であることを assert で検査する」",
     "assert により確認": "assert で確かめる／assert で検査する",
+    "治療": "対策・解消（a cure for a bug or a bias）",
 }
 
 # --- renderings tied to an English word -------------------------------------------------

@@ -344,6 +344,7 @@ def test_the_style_checks_can_fail():
     ]
     assert check("x", "百万 FLOP 単位で {glue:text}`a:.2f`、37k × 512、410 万。") == []
     assert check("x", "ルーター。") == ["長音: 「ルーター」 -> 「ルータ」"]
+    assert check("The cure.", "その治療法。")[0].startswith("translationese: 「治療」")
     assert check("Equal (asserted).", "等しい（assert で確認）。")[0].startswith(
         "translationese: 「assert で確認」"
     )
