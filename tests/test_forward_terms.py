@@ -38,8 +38,6 @@ KNOWN = {
     (1, "embedding"), (1, "gradient clipping"), (1, "one-hot"),
     (1, "positional encoding"), (1, "self-attention"),
     (1, "training split"),
-    (2, "checkpoint"), (2, "cross-entropy"), (2, "positional encoding"),
-    (2, "self-attention"),
     (3, "checkpoint"), (3, "cross-attention"), (3, "dropout"),
     (3, "feed-forward network"), (3, "layer normalization"), (3, "self-attention"),
     (4, "dropout"), (4, "look-ahead mask"), (4, "mask"), (4, "multi-head attention"),
