@@ -38,8 +38,6 @@ KNOWN = {
     (1, "embedding"), (1, "gradient clipping"), (1, "one-hot"),
     (1, "positional encoding"), (1, "self-attention"),
     (1, "training split"),
-    (3, "checkpoint"), (3, "cross-attention"), (3, "dropout"),
-    (3, "feed-forward network"), (3, "layer normalization"), (3, "self-attention"),
     (4, "dropout"), (4, "look-ahead mask"), (4, "mask"), (4, "multi-head attention"),
     (4, "padding mask"),
     (5, "checkpoint"), (5, "dropout"), (5, "look-ahead mask"), (5, "mask"),
