@@ -38,7 +38,6 @@ KNOWN = {
     (1, "embedding"), (1, "gradient clipping"), (1, "one-hot"),
     (1, "positional encoding"), (1, "self-attention"),
     (1, "training split"),
-    (7, "gradient clipping"), (7, "label smoothing"), (7, "learning rate"),
     (9, "greedy decoding"),
     (10, "dev split"),
 }  # fmt: skip
