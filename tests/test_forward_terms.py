@@ -38,7 +38,6 @@ KNOWN = {
     (1, "embedding"), (1, "gradient clipping"), (1, "one-hot"),
     (1, "positional encoding"), (1, "self-attention"),
     (1, "training split"),
-    (10, "dev split"),
 }  # fmt: skip
 
 
