@@ -31,3 +31,21 @@ def test_the_words_follow_the_spread():
     assert not beyond_spread([0.9, 1.0, 1.1], [1.0, 1.3, 1.6])
     # a tie is within the noise, whatever the spread
     assert not beyond_spread([1.0, 1.0], [1.0, 1.0])
+
+
+def test_the_toy_model_takes_the_shifted_seed_and_keeps_it_apart(monkeypatch, tmp_path):
+    """Chapters 4, 5, 9 and 10 train or load the toy model: under TEDU_SEED it is
+    trained from the shifted seed and saved under its own name, so that the model of
+    seed 0 (the book's) is never overwritten or mistaken for another seed's."""
+    from transformer_edu.checkpoint import default_checkpoint_path
+    from transformer_edu.training import train_toy_model
+
+    monkeypatch.setenv("TRANSFORMER_EDU_CHECKPOINT", str(tmp_path / "toy.pt"))
+    monkeypatch.delenv(SEED_ENV, raising=False)
+    assert default_checkpoint_path() == tmp_path / "toy.pt"
+    monkeypatch.setenv(SEED_ENV, "7")
+    assert default_checkpoint_path() == tmp_path / "toy.seed7.pt"
+    *_, hist = train_toy_model(progress=False, device="cpu", epochs=1)
+    assert hist.seed == 7
+    *_, hist = train_toy_model(progress=False, device="cpu", epochs=1, seed=3)
+    assert hist.seed == 3  # a seed named in the call is taken as it is

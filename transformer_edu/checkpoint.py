@@ -29,11 +29,15 @@ def cache_dir() -> Path:
 
 
 def default_checkpoint_path() -> Path:
-    """$TRANSFORMER_EDU_CHECKPOINT, else ~/.cache/transformer_edu/toy_ja_en.pt."""
+    """$TRANSFORMER_EDU_CHECKPOINT, else ~/.cache/transformer_edu/toy_ja_en.pt; under a
+    seed offset (``TEDU_SEED``, transformer_edu.seeds) the name says the offset
+    (``toy_ja_en.seed100.pt``): the toy model trained under those seeds."""
+    from .seeds import seed_offset
+
     env = os.environ.get("TRANSFORMER_EDU_CHECKPOINT")
-    if env:
-        return Path(env).expanduser()
-    return cache_dir() / "toy_ja_en.pt"
+    path = Path(env).expanduser() if env else cache_dir() / "toy_ja_en.pt"
+    offset = seed_offset()
+    return path.with_name(f"{path.stem}.seed{offset}{path.suffix}") if offset else path
 
 
 def write_checkpoint_file(blob: dict[str, Any], path: str | Path) -> Path:
@@ -197,10 +201,15 @@ def toy_model(
 
 
 def train_and_save_toy_model(
-    path: str | Path, progress: bool = True, device=None, seed: int = 0, **overrides
+    path: str | Path,
+    progress: bool = True,
+    device=None,
+    seed: int | None = None,
+    **overrides,
 ):
-    """Train the default toy model and save it, with its exact matches and training
-    time in the checkpoint's meta. Returns (model, src_vocab, tgt_vocab, history)."""
+    """Train the default toy model and save it, with its exact matches, seed and
+    training time in the checkpoint's meta. ``seed`` defaults to train_toy_model's
+    (0, shifted by ``TEDU_SEED``). Returns (model, src_vocab, tgt_vocab, history)."""
     from .training import train_toy_model
 
     model, sv, tv, hist = train_toy_model(
@@ -208,6 +217,6 @@ def train_and_save_toy_model(
     )
     save_checkpoint(path, model, sv, tv, meta={
         "train_exact": hist.train_exact[-1], "eval_exact": hist.eval_exact[-1],
-        "seconds": hist.seconds, "device": hist.device,
+        "seconds": hist.seconds, "device": hist.device, "seed": hist.seed,
     })  # fmt: skip
     return model, sv, tv, hist

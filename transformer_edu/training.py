@@ -15,6 +15,7 @@ from .data import Pair, Vocab, batches, build_vocabs, load_corpus, make_batch
 from .decoding import greedy_decode
 from .devices import pick_device as pick_device  # chapter 12 imports it from here
 from .model import Transformer, make_model
+from .seeds import seeds
 
 
 def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
@@ -90,7 +91,7 @@ class TrainConfig:
     cooldown: float = 0.3  # last fraction of steps where lr falls linearly to 5%
     clip_grad_norm: float | None = 1.0  # rescale larger gradients to this norm
     label_smoothing: float = 0.1  # ε of label smoothing
-    seed: int = 0  # seeds the initial weights' dropout and the batch order
+    seed: int = 0  # seeds the initial weights, dropout and the batch order
     eval_every: int = 0  # epochs between exact-match evaluations (0: only at the end)
     device: str | None = None  # None: CUDA, else MPS, else the CPU (pick_device)
 
@@ -108,6 +109,7 @@ class History:
     eval_exact: list[float] = field(default_factory=list)  # on the held-out pairs
     seconds: float = 0.0  # wall-clock training time, evaluations included
     device: str = "cpu"
+    seed: int = 0  # TrainConfig.seed: the initial weights, dropout and batch order
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -172,7 +174,7 @@ def train(
         return paper * cooldown_factor(s + 1, total, cfg.cooldown)
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, rate)  # lr = 1 · rate(step)
-    hist = History(device=str(device))
+    hist = History(device=str(device), seed=cfg.seed)
     start = time.perf_counter()
     bar = tqdm(total=total, disable=not progress, desc="train")
     for epoch in range(1, cfg.epochs + 1):
@@ -231,12 +233,20 @@ TOY_TRAINING = TrainConfig()
 
 
 def train_toy_model(
-    progress: bool = True, device: str | None = None, seed: int = 0, **overrides
+    progress: bool = True,
+    device: str | None = None,
+    seed: int | None = None,
+    **overrides,
 ) -> tuple[Transformer, Vocab, Vocab, History]:
     """Build the vocabularies and the default toy model, and train it on the corpus.
 
-    Keyword arguments override TOY_MODEL fields or TrainConfig fields by name.
+    ``seed`` (initial weights, dropout, batch order) defaults to 0 shifted by
+    ``TEDU_SEED`` (transformer_edu.seeds), so that every chapter that trains or loads
+    the toy model can be run again under another seed. Keyword arguments override
+    TOY_MODEL fields or TrainConfig fields by name.
     """
+    if seed is None:
+        seed = seeds(1)[0]
     train_pairs, test_pairs = load_corpus("train"), load_corpus("test")
     src_vocab, tgt_vocab = build_vocabs(train_pairs)
     train_fields = set(TrainConfig.__dataclass_fields__)
