@@ -33,12 +33,7 @@ NOT_PROSE = [
 EXERCISES = re.compile(r"^## Exercises\b", re.M)
 
 # what the book still has (chapter, term); fix one, then remove it here
-KNOWN = {
-    (1, "attention weight"), (1, "cross-attention"), (1, "cross-entropy"),
-    (1, "embedding"), (1, "gradient clipping"), (1, "one-hot"),
-    (1, "positional encoding"), (1, "self-attention"),
-    (1, "training split"),
-}  # fmt: skip
+KNOWN: set[tuple[int, str]] = set()
 
 
 def main_line(path: Path) -> str:
