@@ -480,18 +480,23 @@ def print_table(table: list[dict]) -> None:
     )
 
 
-def source_hash(name: str) -> str:
-    """SHA-256 of chapter ``name``'s code cells, the only cells its asserts depend on,
-    less the Colab install cell (tagged ``colab-install``: it does nothing outside
-    Colab, where no record is made)."""
+def code_cells(name: str) -> list[str]:
+    """Chapter ``name``'s code cells, the only cells its asserts depend on, less the
+    Colab install cell (tagged ``colab-install``: it does nothing outside Colab, where
+    no record is made)."""
     import nbformat
 
     nb = nbformat.read(CHAPTERS / f"{name}.ipynb", as_version=4)
-    code = [
+    return [
         c.source
         for c in nb.cells
         if c.cell_type == "code" and "colab-install" not in c.metadata.get("tags", [])
     ]
+
+
+def source_hash(name: str) -> str:
+    """SHA-256 of chapter ``name``'s code cells (``code_cells``)."""
+    code = code_cells(name)
     return hashlib.sha256(json.dumps(code, ensure_ascii=False).encode()).hexdigest()
 
 
@@ -499,11 +504,7 @@ def takes_seeds(name: str) -> bool:
     """Whether chapter ``name``'s code takes seeds that ``TEDU_SEED`` shifts: from
     transformer_edu.seeds, or through the toy model (``toy_model()`` and
     ``train_toy_model()`` train and load the one of the shifted seed)."""
-    import nbformat
-
-    nb = nbformat.read(CHAPTERS / f"{name}.ipynb", as_version=4)
-    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    return bool(SEEDED_CODE.search(code))
+    return bool(SEEDED_CODE.search("\n".join(code_cells(name))))
 
 
 SEEDED_CODE = re.compile(
