@@ -107,7 +107,7 @@ SUBMISSIONS ?= submissions
 GRADES ?= grades
 GRADE_ARGS ?=
 grade: $(STAMP)
-	OMP_NUM_THREADS=1 $(PY) -m transformer_edu.exercises.grading $(SUBMISSIONS) --out $(GRADES) $(GRADE_ARGS)
+	OMP_NUM_THREADS=1 $(PY) -m transformer_edu.grading $(SUBMISSIONS) --out $(GRADES) $(GRADE_ARGS)
 
 clean:
 	rm -rf _build

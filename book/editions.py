@@ -217,7 +217,7 @@ def _figure_dict(fragment: str) -> tuple[str, dict] | None:
 
 def describe_texts(table: dict[str, str]) -> dict[str, str]:
     """figure_text.TEXT in the language of ``table``."""
-    from transformer_edu import figure_text
+    from transformer_edu.viz import figure_text
 
     return {k: translate_string(v, table) for k, v in figure_text.TEXT.items()}
 
@@ -226,10 +226,10 @@ def translate_figures(html: str, table: dict[str, str]) -> str:
     """``html`` with the figures' and widgets' strings looked up in ``table`` (of
     patterns: see :func:`to_pattern`). A figure of the book's renderer is rendered
     again from its translated data, so that its name, description and controls'
-    names (transformer_edu.figure_text) come in the same language."""
+    names (transformer_edu.viz.figure_text) come in the same language."""
     from plotly_renderer import render
 
-    from transformer_edu import figure_text
+    from transformer_edu.viz import figure_text
 
     def tr(s: str) -> str:
         return translate_string(s, table)

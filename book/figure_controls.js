@@ -3,7 +3,7 @@
    Plotly draws its sliders and menus in SVG: no element takes the focus, so no key
    moves them. book/plotly_renderer.py writes, inside each figure's <figure>, one
    native control per slider (<input type="range">) and per menu (<select>), named
-   and labelled from the figure's own data (transformer_edu/figure_text.py). This
+   and labelled from the figure's own data (transformer_edu/viz/figure_text.py). This
    script, added to every page with a plotly figure (book/book_extension.py):
 
    1. lays each native control over the plotly control it stands for, transparent

@@ -2,7 +2,7 @@
 
    The theme (pydata-sphinx-theme) marks the mode on <html data-theme="light|dark">,
    from the reader's switch or, in "auto", from the system. The figures are written
-   for a white page (transformer_edu/viz.py's template). In the dark mode this script,
+   for a white page (transformer_edu/viz/figures.py's template). In the dark mode this script,
    added to every page with a plotly figure (book/book_extension.py), gives each
    figure the theme's own colours: its background (--pst-color-background), its text
    (--pst-color-text-base) for titles, ticks, legends, annotations, colour bars and

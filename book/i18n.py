@@ -246,12 +246,12 @@ def figure_template(html_dir: Path = BUILD / "html") -> list[tuple[str, str]]:
     from editions import _worth_translating, figure_strings, to_pattern
     from sync_colab import toc_files
 
-    from transformer_edu.figure_text import TEXT
+    from transformer_edu.viz.figure_text import TEXT
 
     seen: dict[str, str] = {}
     for words in TEXT.values():  # the figures' generated names and descriptions
         if _worth_translating(words):
-            seen.setdefault(to_pattern(words)[0], "transformer_edu/figure_text.py")
+            seen.setdefault(to_pattern(words)[0], "transformer_edu/viz/figure_text.py")
     for page in toc_files(ROOT):
         html = html_dir / f"{page}.html"
         if not html.exists():

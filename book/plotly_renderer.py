@@ -7,7 +7,7 @@ against the ``window.Plotly`` that ``book_extension`` adds to every page with a 
 (``_static/vendor/plotly/plotly.min.js``), so the built book works offline.
 
 Each figure comes inside a ``<figure>`` that a screen reader can read: its name and
-a description generated from its data (``transformer_edu.figure_text``), and one
+a description generated from its data (``transformer_edu.viz.figure_text``), and one
 native control per plotly slider (``<input type="range">``) and menu (``<select>``),
 named from the figure, which ``book/figure_controls.js`` lays over plotly's own
 control and wires to it: every slider and menu of the book works from the keyboard.
@@ -31,7 +31,7 @@ from html import escape
 import plotly.io as pio
 from plotly.io import base_renderers
 
-from transformer_edu.figure_text import ControlText, describe
+from transformer_edu.viz.figure_text import ControlText, describe
 
 NAME = "transformer_edu_book"
 DEFAULT_HEIGHT = 450  # px, when a figure sets none

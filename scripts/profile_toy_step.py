@@ -14,9 +14,9 @@ import time
 
 import torch
 
-from transformer_edu.data import batches, build_vocabs, load_corpus
-from transformer_edu.model import make_model
-from transformer_edu.training import TOY_MODEL, sequence_loss
+from transformer_edu.model.transformer import make_model
+from transformer_edu.toy.data import batches, build_vocabs, load_corpus
+from transformer_edu.toy.training import TOY_MODEL, sequence_loss
 
 
 def main() -> None:

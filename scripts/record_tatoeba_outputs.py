@@ -1,10 +1,10 @@
 """Translate the dev and test splits with a Tatoeba model and record the outputs.
 
     python scripts/record_tatoeba_outputs.py
-        # the shipped model -> transformer_edu/models/tatoeba_ja_en.outputs.json
+        # the shipped model -> transformer_edu/tatoeba/weights/tatoeba_ja_en.outputs.json
     python scripts/record_tatoeba_outputs.py --commit c73b6fe --name previous
         # the model shipped at that commit, with that commit's SentencePiece model and
-        # training split -> transformer_edu/models/tatoeba_ja_en.previous.outputs.json
+        # training split -> transformer_edu/tatoeba/weights/tatoeba_ja_en.previous.outputs.json
 
 The dev and test pairs are those of the corpus that ships now, whichever model
 translates them: the split keeps every one of them out of both models' training
@@ -34,11 +34,10 @@ from pathlib import Path
 
 import torch
 
-from transformer_edu.checkpoint import build_model_from_state, read_checkpoint_file
 from transformer_edu.devices import describe_machine
-from transformer_edu.tatoeba import SubwordTokenizer, TatoebaPair, load_tatoeba
-from transformer_edu.tatoeba_analysis import decoding_name, unseen_words, vocabulary
-from transformer_edu.tatoeba_train import (
+from transformer_edu.tatoeba.analysis import decoding_name, unseen_words, vocabulary
+from transformer_edu.tatoeba.data import SubwordTokenizer, TatoebaPair, load_tatoeba
+from transformer_edu.tatoeba.train import (
     DEFAULT_ALPHA,
     DEFAULT_BEAM,
     FORMAT,
@@ -47,6 +46,7 @@ from transformer_edu.tatoeba_train import (
     shipped_model_path,
     translate_batch,
 )
+from transformer_edu.toy.checkpoint import build_model_from_state, read_checkpoint_file
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = (4, 0.6)  # the paper's beam size and length penalty (§6.1)
@@ -58,24 +58,36 @@ def git(*args: str) -> bytes:
                           capture_output=True).stdout  # fmt: skip
 
 
+def shipped_at(commit: str, path: str) -> bytes:
+    """File ``path`` (under transformer_edu/) as ``commit`` shipped it: commits before
+    the package took folders hold it at its old place (``OLD_PLACES``)."""
+    try:
+        return git("show", f"{commit}:transformer_edu/{path}")
+    except subprocess.CalledProcessError:
+        return git("show", f"{commit}:transformer_edu/{OLD_PLACES[path]}")
+
+
+OLD_PLACES = {
+    "tatoeba/corpus/tatoeba_spm.model": "corpus/tatoeba_spm.model",
+    "tatoeba/corpus/tatoeba.tsv.xz": "corpus/tatoeba.tsv.xz",
+    "tatoeba/weights/tatoeba_ja_en.pt": "models/tatoeba_ja_en.pt",
+}
+
+
 def model_at(commit: str):
     """The model, tokenizer and meta shipped at ``commit``, and its training pairs."""
-    spm = git("show", f"{commit}:transformer_edu/corpus/tatoeba_spm.model")
+    spm = shipped_at(commit, "tatoeba/corpus/tatoeba_spm.model")
     tok = SubwordTokenizer(spm)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.pt"
-        path.write_bytes(
-            git("show", f"{commit}:transformer_edu/models/tatoeba_ja_en.pt")
-        )
+        path.write_bytes(shipped_at(commit, "tatoeba/weights/tatoeba_ja_en.pt"))
         blob = read_checkpoint_file(path, FORMAT, VERSION, {"config", "state_dict"})
     if blob.get("spm_sha256") != hashlib.sha256(spm).hexdigest():
         raise SystemExit(f"{commit}: the model was not trained with that commit's spm")
     state = {k: v.float() if v.is_floating_point() else v
              for k, v in blob["state_dict"].items()}  # fmt: skip
     model = build_model_from_state(blob["config"], state, f"{commit}:tatoeba_ja_en.pt")
-    corpus = lzma.decompress(
-        git("show", f"{commit}:transformer_edu/corpus/tatoeba.tsv.xz")
-    )
+    corpus = lzma.decompress(shipped_at(commit, "tatoeba/corpus/tatoeba.tsv.xz"))
     train = []
     for line in corpus.decode("utf-8").splitlines()[1:]:
         split, sid, ja, en = line.split("\t")

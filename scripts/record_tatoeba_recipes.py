@@ -1,6 +1,6 @@
 """Measure the Tatoeba training recipe change by change, and record it for chapter 12.
 
-    python scripts/record_tatoeba_recipes.py    # writes transformer_edu/models/
+    python scripts/record_tatoeba_recipes.py    # writes transformer_edu/tatoeba/weights/
                                                 #   tatoeba_recipes.json
     python scripts/record_tatoeba_recipes.py --capped-only
         # only the AVX2-capped part, added to the record already there (with its own
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from transformer_edu.bench_tatoeba import (
+from transformer_edu.bench.tatoeba import (
     RECIPES,
     TatoebaBenchConfig,
     largest_gaps,
@@ -36,9 +36,9 @@ from transformer_edu.bench_tatoeba import (
     window_means,
 )
 from transformer_edu.devices import describe_machine
-from transformer_edu.tatoeba_recipe import autocast_choice
+from transformer_edu.tatoeba.recipe import autocast_choice
 
-OUT = Path(__file__).resolve().parent.parent / "transformer_edu" / "models"
+OUT = Path(__file__).resolve().parent.parent / "transformer_edu" / "tatoeba" / "weights"
 STEPS, WARMUP, CURVE_STEPS, WINDOW = 30, 3, 200, 50
 CURVES = ["+ fused Adam", "+ written-out attention"]
 CAPPED = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",

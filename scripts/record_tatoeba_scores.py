@@ -3,7 +3,7 @@ and record every figure chapter 12 states about them.
 
     python scripts/record_tatoeba_outputs.py                                # first
     python scripts/record_tatoeba_outputs.py --commit c73b6fe --name previous
-    python scripts/record_tatoeba_scores.py   # -> transformer_edu/models/
+    python scripts/record_tatoeba_scores.py   # -> transformer_edu/tatoeba/weights/
                                               #      tatoeba_ja_en.scores.json
 
 From ``tatoeba_ja_en.outputs.json`` (and ``.previous.outputs.json``), no model needed:
@@ -38,14 +38,14 @@ from transformer_edu.metrics import (
     length_ratio,
     paired_bootstrap,
 )
-from transformer_edu.tatoeba import load_tatoeba
-from transformer_edu.tatoeba_analysis import (
+from transformer_edu.tatoeba.analysis import (
     LENGTH_BUCKETS,
     decoding_name,
     length_bucket,
     read_record,
 )
-from transformer_edu.tatoeba_train import (
+from transformer_edu.tatoeba.data import load_tatoeba
+from transformer_edu.tatoeba.train import (
     DEFAULT_ALPHA,
     DEFAULT_BEAM,
     shipped_model_path,

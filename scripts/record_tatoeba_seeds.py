@@ -10,7 +10,7 @@ rate's schedule follows steps, not the clock (runs slowed by other work on the m
 still train alike), into ``FOLDER/seedN.pt``; a checkpoint already there is scored,
 not trained again. Each is decoded greedily on dev and test and scored with BLEU and
 chrF (sacreBLEU's 95 % bootstrap intervals). The record,
-``transformer_edu/models/tatoeba_seeds.json``, holds the scores, each run's training
+``transformer_edu/tatoeba/weights/tatoeba_seeds.json``, holds the scores, each run's training
 history summary and its test outputs (CI recomputes the scores from them:
 tests/test_shipped_model.py). Chapter 12 sets the spread between the seeds beside the
 gap between the shipped model and the one before it.
@@ -33,11 +33,11 @@ from record_tatoeba_scores import score_row  # scripts/ is on sys.path when run
 
 from transformer_edu.devices import describe_device
 from transformer_edu.seeds import spread
-from transformer_edu.tatoeba import load_tatoeba
-from transformer_edu.tatoeba_train import load_tatoeba_checkpoint, translate_batch
+from transformer_edu.tatoeba.data import load_tatoeba
+from transformer_edu.tatoeba.train import load_tatoeba_checkpoint, translate_batch
 
 ROOT = Path(__file__).resolve().parents[1]
-RECORD = ROOT / "transformer_edu" / "models" / "tatoeba_seeds.json"
+RECORD = ROOT / "transformer_edu" / "tatoeba" / "weights" / "tatoeba_seeds.json"
 
 
 def train(seed: int, steps: int, path: Path) -> None:

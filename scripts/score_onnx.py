@@ -3,7 +3,7 @@
     make book    # exports _build/html/_static/tatoeba/ (or: python -m transformer_edu
                  #   export-onnx --corpus tatoeba --out DIR, then --graphs DIR)
     python scripts/score_onnx.py [--graphs _build/html/_static/tatoeba]
-        # -> transformer_edu/models/tatoeba_ja_en.int8.json (chapter 12b reads it)
+        # -> transformer_edu/tatoeba/weights/tatoeba_ja_en.int8.json (chapter 12b reads it)
 
 Greedy decoding and the decoding chosen on dev (``tatoeba_train.DEFAULT_BEAM`` /
 ``DEFAULT_ALPHA``) of every test sentence, by onnxruntime on the graphs the page
@@ -30,9 +30,9 @@ def main() -> int:
     from transformer_edu.browser.onnx_export import beam_onnx, greedy_onnx
     from transformer_edu.devices import describe_machine
     from transformer_edu.metrics import N_BOOTSTRAP, bleu, chrf, paired_bootstrap
-    from transformer_edu.tatoeba import load_tatoeba
-    from transformer_edu.tatoeba_analysis import decoding_name
-    from transformer_edu.tatoeba_train import (
+    from transformer_edu.tatoeba.analysis import decoding_name
+    from transformer_edu.tatoeba.data import load_tatoeba
+    from transformer_edu.tatoeba.train import (
         DEFAULT_ALPHA,
         DEFAULT_BEAM,
         load_tatoeba_checkpoint,

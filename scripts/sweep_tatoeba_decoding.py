@@ -1,6 +1,6 @@
 """Choose the shipped Tatoeba model's decoding on the dev split, as the paper did (§6.1).
 
-    python scripts/sweep_tatoeba_decoding.py   # -> transformer_edu/models/
+    python scripts/sweep_tatoeba_decoding.py   # -> transformer_edu/tatoeba/weights/
                                                #      tatoeba_ja_en.sweep.json
 
 Beam sizes 1 (greedy), 2, 4, 8, 16, each with the length penalty α from 0 to 2
@@ -28,9 +28,9 @@ import torch
 
 from transformer_edu.devices import describe_machine
 from transformer_edu.metrics import bleu, chrf, length_ratio, paired_bootstrap
-from transformer_edu.tatoeba import load_tatoeba
-from transformer_edu.tatoeba_analysis import decoding_name, narrowest_within_noise
-from transformer_edu.tatoeba_train import (
+from transformer_edu.tatoeba.analysis import decoding_name, narrowest_within_noise
+from transformer_edu.tatoeba.data import load_tatoeba
+from transformer_edu.tatoeba.train import (
     load_tatoeba_checkpoint,
     shipped_model_path,
     translate_batch,

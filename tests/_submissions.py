@@ -21,7 +21,7 @@ import nbformat
 from test_references import FORBIDDEN, answer_source  # tests/ is on sys.path
 
 from transformer_edu.exercises import BUG_ZOO
-from transformer_edu.exercises.grading import EXERCISES
+from transformer_edu.grading import EXERCISES
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTER = ROOT / "chapters" / "11_exercises.ipynb"
@@ -197,7 +197,7 @@ class Sneaky:
 FORGES_SEALED = """\
 import io, os, struct, sys
 import torch
-from transformer_edu.masks import causal_mask
+from transformer_edu.model.masks import causal_mask
 
 def look_ahead_mask(T):
     value = causal_mask(T)[0, 0]
@@ -249,7 +249,7 @@ def attention(q, k, v, mask=None):
     "look_ahead_mask": """\
 def look_ahead_mask(T):
     import types
-    from transformer_edu.masks import causal_mask as cm
+    from transformer_edu.model.masks import causal_mask as cm
 
     code = cm.__code__.replace(co_name="mine", co_firstlineno=1)
     copy = types.FunctionType(code, cm.__globals__, "mine", cm.__defaults__)
@@ -330,7 +330,7 @@ COPIES_REFERENCE = {
     # the package's source compiled again, in the answer: the same instructions
     "look_ahead_mask": """\
 import inspect
-from transformer_edu import masks as _m
+from transformer_edu.model import masks as _m
 
 def look_ahead_mask(T):
     ns = {}
@@ -542,7 +542,7 @@ MyLayerNorm.__qualname__ = "LayerNorm"
 # object whose arithmetic runs the real answer: while a watched reference ran, the watch
 # once ignored every call.
 INSIDE_A_REFERENCE = """\
-from transformer_edu.scaling import layer_params
+from transformer_edu.modern.scaling import layer_params
 
 class _Runs:
     def __init__(self, fn):
@@ -754,8 +754,8 @@ def lr_at(step, d_model, warmup):
 def answers_from_a_table() -> dict[str, str]:
     """look_ahead_mask and lr_at as tables of the fixed cases' answers, written out
     as literals: they pass the notebook's checks and answer nothing else."""
-    from transformer_edu.masks import causal_mask
-    from transformer_edu.training import noam_lr
+    from transformer_edu.model.masks import causal_mask
+    from transformer_edu.toy.training import noam_lr
 
     masks = {T: causal_mask(T)[0, 0].tolist() for T in (4, 1, 2, 7)}
     rates = {

@@ -6,9 +6,9 @@ import functools
 
 import torch
 
-from transformer_edu.data import build_vocabs, load_corpus
-from transformer_edu.model import make_model
-from transformer_edu.training import TrainConfig, train
+from transformer_edu.model.transformer import make_model
+from transformer_edu.toy.data import build_vocabs, load_corpus
+from transformer_edu.toy.training import TrainConfig, train
 
 SMALL = dict(n_layers=1, d_model=32, n_heads=4, d_ff=64, dropout=0.0, max_len=32)
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from transformer_edu import tatoeba_train as tt
-from transformer_edu.tatoeba import default_tokenizer, load_tatoeba
+from transformer_edu.tatoeba import train as tt
+from transformer_edu.tatoeba.data import default_tokenizer, load_tatoeba
 
 # dropout 0: the ranks' dropout masks cannot equal one process's
 DDP_MODEL = dict(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1,
@@ -52,7 +52,7 @@ def main(out: Path) -> None:
         (out / "ddp.json").write_text(json.dumps(hist.to_dict()))
 
     # the CLI, made small: the shipped sizes and corpus replaced by tiny ones
-    from transformer_edu.__main__ import main as cli
+    from transformer_edu.cli import main as cli
 
     tt.TATOEBA_MODEL.update(DDP_MODEL)
     tt.load_tatoeba = {"train": train, "dev": dev}.__getitem__

@@ -2,7 +2,7 @@ import math
 
 import torch
 
-from transformer_edu.alibi import alibi_bias, alibi_slopes
+from transformer_edu.modern.alibi import alibi_bias, alibi_slopes
 
 
 def test_slopes_are_the_papers():

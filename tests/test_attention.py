@@ -9,9 +9,9 @@ from transformer_edu import (
     MultiHeadAttention,
     scaled_dot_product_attention,
 )
-from transformer_edu.alibi import alibi_bias
-from transformer_edu.masks import causal_mask, padding_mask
-from transformer_edu.rope import apply_rotary
+from transformer_edu.model.masks import causal_mask, padding_mask
+from transformer_edu.modern.alibi import alibi_bias
+from transformer_edu.modern.rope import apply_rotary
 
 
 def _masks(B, T, S, lengths):

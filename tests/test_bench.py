@@ -6,19 +6,24 @@ import re
 import pytest
 import torch
 
-from transformer_edu.__main__ import main
-from transformer_edu.bench import TorchTransformerModel
-from transformer_edu.bench_tatoeba import tatoeba_train_step
-from transformer_edu.model import Decoder, Encoder, count_parameters, make_model
-from transformer_edu.tatoeba import (
+from transformer_edu.cli import main
+from transformer_edu.bench.model import TorchTransformerModel
+from transformer_edu.bench.tatoeba import tatoeba_train_step
+from transformer_edu.model.transformer import (
+    Decoder,
+    Encoder,
+    count_parameters,
+    make_model,
+)
+from transformer_edu.tatoeba.data import (
     default_tokenizer,
     encode_pairs,
     load_tatoeba,
     make_token_batch,
     token_batches,
 )
-from transformer_edu.tatoeba_recipe import native_bf16
-from transformer_edu.tatoeba_train import (
+from transformer_edu.tatoeba.recipe import native_bf16
+from transformer_edu.tatoeba.train import (
     TATOEBA_MODEL,
     TatoebaTrainConfig,
     build_tatoeba_model,

@@ -81,8 +81,8 @@ def test_the_build_executed_no_chapter_that_nbval_ran(book, request):
 
 def test_chapter_12_states_the_recorded_scores(book):
     """The real model does not retrain in CI: its headline scores on the page are the
-    records' (models/tatoeba_ja_en.scores.json), each with its interval, as glued."""
-    from transformer_edu.tatoeba_analysis import read_record
+    records' (tatoeba/weights/tatoeba_ja_en.scores.json), each with its interval, as glued."""
+    from transformer_edu.tatoeba.analysis import read_record
 
     html = (HTML_DIR / "chapters" / "12_real_japanese.html").read_text(encoding="utf8")
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html))

@@ -80,8 +80,8 @@ def _diff(a, b) -> float:
 
 def test_toy_translator_in_the_browser_equals_pytorch(book, browser, served_book):
     from transformer_edu.browser.translator_widget import trace_view
-    from transformer_edu.checkpoint import toy_model
-    from transformer_edu.data import load_corpus
+    from transformer_edu.toy.checkpoint import toy_model
+    from transformer_edu.toy.data import load_corpus
 
     model, sv, tv = toy_model(progress=False)
     pairs = load_corpus("test")
@@ -172,7 +172,7 @@ def _ort_steps(enc, dec, meta, src_ids, out_ids) -> list[tuple[list[int], list, 
 def test_tatoeba_translator_in_the_browser_equals_onnxruntime(
     book, browser, served_book, tatoeba_graphs
 ):
-    from transformer_edu.tatoeba import default_tokenizer, load_tatoeba
+    from transformer_edu.tatoeba.data import default_tokenizer, load_tatoeba
 
     enc, dec, meta = tatoeba_graphs
     tok = default_tokenizer()
@@ -294,7 +294,7 @@ def test_sampler_in_the_browser_agrees_with_the_kernel(book, browser, served_boo
 
     ort = pytest.importorskip("onnxruntime")
     from transformer_edu.browser.sampler_widget import N_SAMPLES, sample
-    from transformer_edu.data import detokenize_en, tokenize_en
+    from transformer_edu.toy.data import detokenize_en, tokenize_en
 
     state = _sampler_state(HTML_DIR / f"{SAMPLER_PAGE}.html")
     session = ort.InferenceSession(base64.b64decode(state["onnx"]))

@@ -2,13 +2,13 @@ import pytest
 import torch
 from _toy import tiny_trained
 
-from transformer_edu.checkpoint import (
+from transformer_edu.model.transformer import make_model
+from transformer_edu.toy.checkpoint import (
     VERSION,
     CheckpointError,
     load_checkpoint,
     save_checkpoint,
 )
-from transformer_edu.model import make_model
 
 
 def test_round_trip_keeps_config_vocab_and_weights(tmp_path):
@@ -80,9 +80,9 @@ def test_weights_that_do_not_fit_the_config_are_named(tmp_path):
 
 def test_an_older_default_toy_model_in_the_cache_is_retrained(tmp_path, monkeypatch):
     """A checkpoint of the right corpus but not of today's TOY_MODEL is stale."""
-    from transformer_edu import checkpoint
-    from transformer_edu.data import build_vocabs, load_corpus
-    from transformer_edu.training import TOY_MODEL
+    from transformer_edu.toy import checkpoint
+    from transformer_edu.toy.data import build_vocabs, load_corpus
+    from transformer_edu.toy.training import TOY_MODEL
 
     sv, tv = build_vocabs(load_corpus("train"))
     older = make_model(len(sv), len(tv), **{**TOY_MODEL, "n_layers": 2, "d_ff": 256})

@@ -6,8 +6,8 @@ import sys
 import pytest
 from _toy import tiny_trained
 
-from transformer_edu.__main__ import main
-from transformer_edu.checkpoint import load_checkpoint, save_checkpoint
+from transformer_edu.cli import main
+from transformer_edu.toy.checkpoint import load_checkpoint, save_checkpoint
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""Tests for transformer_edu/data.py (the corpus, segmentation, Vocab and batches) and
-the grammar that writes the corpus, transformer_edu/corpus/grammar.py."""
+"""Tests for transformer_edu/toy/data.py (the corpus, segmentation, Vocab and batches) and
+the grammar that writes the corpus, transformer_edu/toy/corpus/grammar.py."""
 
 import subprocess
 import sys
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_edu.corpus.grammar import corpus_text, generate, main, write_corpus
-from transformer_edu.data import (
+from transformer_edu.toy.corpus.grammar import corpus_text, generate, main, write_corpus
+from transformer_edu.toy.data import (
     Batch,
     Pair,
     Vocab,
@@ -118,7 +118,7 @@ def test_shipped_file_equals_the_generator():
         .read_text(encoding="utf-8")
     )
     assert shipped == corpus_text(), (
-        "regenerate: python -m transformer_edu.corpus.grammar"
+        "regenerate: python -m transformer_edu.toy.corpus.grammar"
     )
     assert main(["--check"]) == 0
     examples = generate()
@@ -134,9 +134,9 @@ def test_write_corpus_to_a_path(tmp_path):
 def test_reading_the_corpus_does_not_import_the_grammar():
     # the grammar is build-time code: training only reads the file it wrote
     code = (
-        "import sys, transformer_edu, transformer_edu.training\n"
-        "transformer_edu.data.load_corpus('all')\n"
-        "print(sorted(m for m in sys.modules if m.startswith('transformer_edu.corpus')))"
+        "import sys, transformer_edu, transformer_edu.toy.training\n"
+        "transformer_edu.toy.data.load_corpus('all')\n"
+        "print(sorted(m for m in sys.modules if m.startswith('transformer_edu.toy.corpus')))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],

@@ -12,8 +12,8 @@ from pathlib import Path
 import ddp_worker
 import pytest
 
-from transformer_edu.tatoeba import default_tokenizer
-from transformer_edu.tatoeba_train import (
+from transformer_edu.tatoeba.data import default_tokenizer
+from transformer_edu.tatoeba.train import (
     build_tatoeba_model,
     load_tatoeba_checkpoint,
     train_tatoeba,

@@ -9,9 +9,9 @@ from transformer_edu import (
     make_decoder_only,
     make_model,
 )
-from transformer_edu.data import Vocab, build_vocabs, load_corpus
 from transformer_edu.decoding import beam_search, greedy_decode
-from transformer_edu.training import TrainConfig, train
+from transformer_edu.toy.data import Vocab, build_vocabs, load_corpus
+from transformer_edu.toy.training import TrainConfig, train
 
 SIZES = dict(d_model=16, n_heads=4, d_ff=32, dropout=0.0, max_len=40)
 

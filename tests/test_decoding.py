@@ -2,7 +2,6 @@ import pytest
 import torch
 from _toy import tiny_trained
 
-from transformer_edu.data import Vocab
 from transformer_edu.decoding import (
     beam_search,
     beam_search_batch,
@@ -10,11 +9,12 @@ from transformer_edu.decoding import (
     reorder_cache,
     translate,
 )
-from transformer_edu.model import make_model
+from transformer_edu.model.transformer import make_model
+from transformer_edu.toy.data import Vocab
 
 
 def _src(sv, pairs, n):
-    from transformer_edu.data import make_batch
+    from transformer_edu.toy.data import make_batch
 
     return make_batch(pairs[:n], sv, Vocab(["<pad>", "<bos>", "<eos>", "<unk>"])).src
 
@@ -181,8 +181,8 @@ def test_cached_and_batched_beam_search_equal_the_uncached_on_the_toy_test_set(
     """The readable reference (no cache, one sentence), the same with the cache, and
     the batched fast path find the same hypotheses, in the same order, on every
     sentence of the toy model's test split."""
-    from transformer_edu.checkpoint import toy_model
-    from transformer_edu.data import load_corpus, make_batch
+    from transformer_edu.toy.checkpoint import toy_model
+    from transformer_edu.toy.data import load_corpus, make_batch
 
     model, sv, tv = toy_model(progress=False)
     pairs = load_corpus("test")
@@ -200,8 +200,8 @@ def test_batched_beam_search_on_a_tatoeba_sample_equals_the_uncached():
     """The shipped model, 20 dev sentences of every length, beam 4 with α = 0.6 and
     α = 0: translate_batch's fast path (two batches, per-sentence length limits)
     gives the reference's translation of each."""
-    from transformer_edu.tatoeba import load_tatoeba, normalise
-    from transformer_edu.tatoeba_train import load_tatoeba_checkpoint, translate_batch
+    from transformer_edu.tatoeba.data import load_tatoeba, normalise
+    from transformer_edu.tatoeba.train import load_tatoeba_checkpoint, translate_batch
 
     model, tok, _ = load_tatoeba_checkpoint()
     dev = sorted(load_tatoeba("dev"), key=lambda p: len(p.ja))

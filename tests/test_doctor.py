@@ -15,10 +15,10 @@ import torch
 
 import transformer_edu.decoding as decoding_module
 import transformer_edu.devices as devices
-import transformer_edu.rope as rope_module
+import transformer_edu.modern.rope as rope_module
 from transformer_edu import doctor
 from transformer_edu.doctor import FAIL, OK, WARN, Check
-from transformer_edu.tatoeba_recipe import resolve_autocast
+from transformer_edu.tatoeba.recipe import resolve_autocast
 
 ROOT = Path(__file__).resolve().parent.parent
 GROUPS = ("Python and torch:", "where the chapters compute:", "what the chapters import:",
@@ -170,8 +170,8 @@ def test_the_float32_path_mps_takes_gives_the_same_answers(monkeypatch):
     narrow = rope_module.rotary_angles(positions, 64)
     torch.testing.assert_close(narrow, wide, rtol=1e-6, atol=2e-5)
 
-    from transformer_edu.checkpoint import toy_model
-    from transformer_edu.data import load_corpus, make_batch
+    from transformer_edu.toy.checkpoint import toy_model
+    from transformer_edu.toy.data import load_corpus, make_batch
 
     model, sv, tv = toy_model(progress=False, device="cpu")
     src = make_batch(load_corpus("test")[:12], sv, tv).src

@@ -34,9 +34,9 @@ from transformer_edu.decoding import (
 from transformer_edu.exercises import BUG_ZOO, CHECKERS, CheckResult
 from transformer_edu.exercises.bleu import corpus_bleu_reference
 from transformer_edu.exercises.harness import count_every_case, drawing, drawn_cases
-from transformer_edu.model import Transformer, make_config
-from transformer_edu.scaling import training_flops
-from transformer_edu.training import noam_lr, smoothed_targets
+from transformer_edu.model.transformer import Transformer, make_config
+from transformer_edu.modern.scaling import training_flops
+from transformer_edu.toy.training import noam_lr, smoothed_targets
 
 # --- the package's own code, wrapped to each exercise's signature --------------------
 # (a checker fails code that calls the package's reference, unless it runs inside
@@ -656,7 +656,8 @@ def test_result_object_prints_nicely():
 
 
 def test_use_attention_plugs_a_function_into_a_model_and_restores_it():
-    from transformer_edu import attention, make_model
+    from transformer_edu import make_model
+    from transformer_edu.model import attention
 
     torch.manual_seed(0)
     model = make_model(11, 11, n_layers=1, d_model=8, n_heads=2, d_ff=16, dropout=0.0)

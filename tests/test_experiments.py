@@ -1,7 +1,7 @@
 import torch
 
 from transformer_edu import make_decoder_only, make_model
-from transformer_edu.experiments import (
+from transformer_edu.modern.experiments import (
     Recipe,
     decoding_cost,
     heldout_loss,

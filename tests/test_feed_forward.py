@@ -3,7 +3,7 @@ import torch
 import torch.nn.functional as F
 
 from transformer_edu import PositionwiseFeedForward
-from transformer_edu.feed_forward import GatedFeedForward, feed_forward
+from transformer_edu.model.feed_forward import GatedFeedForward, feed_forward
 
 
 def test_same_network_on_every_position():

@@ -11,7 +11,7 @@ import plotly.io as pio
 import pytest
 
 from transformer_edu import viz
-from transformer_edu.figure_text import TEXT, describe, describe_mpl, plain
+from transformer_edu.viz.figure_text import TEXT, describe, describe_mpl, plain
 
 matplotlib.use("Agg")
 

@@ -24,7 +24,7 @@ import pytest
 import student_edition  # book/ is on pythonpath
 
 from transformer_edu.exercises import BUG_ZOO, CALLED_REFERENCE
-from transformer_edu.exercises.grading import EXERCISES, NAMES, read_program
+from transformer_edu.grading import EXERCISES, NAMES, read_program
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTER = subs.CHAPTER
@@ -360,7 +360,7 @@ def test_every_trick_scores_nothing(graded):
     sent = by["hole_signals"]["1.1"]["note"]
     assert "raised RuntimeError: " + " ".join(["PermissionError"] * 5) in sent, sent
     copies = by["hole_copies_reference"]
-    assert CALLED_REFERENCE + ": transformer_edu.masks.causal_mask" in \
+    assert CALLED_REFERENCE + ": transformer_edu.model.masks.causal_mask" in \
         copies["6.1"]["verdict"]  # fmt: skip
     assert copies["6.2"]["status"] == "failed"  # the lying tensor is a plain one here
     assert copies["9.1"]["status"] == "error" and "ended" in copies["9.1"]["verdict"]
@@ -527,7 +527,7 @@ def test_a_grader_killed_outright_leaves_no_student_code_running(tmp_path):
         [
             sys.executable,
             "-m",
-            "transformer_edu.exercises.grading",
+            "transformer_edu.grading",
             str(folder),
             "--out",
             str(out),
@@ -635,7 +635,7 @@ def test_the_audit_hook_refuses_proc_however_the_path_is_spelled(tmp_path):
     """Where the kernel has no Landlock, the runner's audit hook alone keeps a
     submission out of /proc (its own memory, where the key lies): a str, bytes, or a
     link into /proc such as /dev/fd/.. all count; its own folder stays open."""
-    from transformer_edu.exercises.grading import doors
+    from transformer_edu.grading import doors
 
     state = {"inside": None, "handling": 0, "phase": "", "recorded": set(),
              "off": False}  # fmt: skip
@@ -653,7 +653,7 @@ def test_the_audit_hook_refuses_proc_however_the_path_is_spelled(tmp_path):
 
 def test_no_cell_of_the_tables_starts_like_a_formula(tmp_path):
     """A student names the file; a spreadsheet must not run it as a formula."""
-    from transformer_edu.exercises.grading.report import Row, write_all
+    from transformer_edu.grading.report import Row, write_all
 
     rows = [Row("=HYPERLINK(1)", "6.1", "look_ahead_mask", 1, 1, 4, 4,
                 "passed", "@SUM(1)", "+1", "-x")]  # fmt: skip

@@ -22,8 +22,8 @@ from transformer_edu.exercises import (
     check_causal_mask,
     check_noam_lr,
 )
-from transformer_edu.exercises.grading import EXERCISES, NAMES, read_program
-from transformer_edu.exercises.grading.submissions import (
+from transformer_edu.grading import EXERCISES, NAMES, read_program
+from transformer_edu.grading.submissions import (
     MAX_CELLS,
     NotASubmission,
     readable,

@@ -2,8 +2,8 @@ import pytest
 import torch
 
 from transformer_edu import DecoderLayer, EncoderLayer
-from transformer_edu.layers import copy_torch_layer_
-from transformer_edu.masks import causal_mask
+from transformer_edu.model.layers import copy_torch_layer_
+from transformer_edu.model.masks import causal_mask
 
 
 @pytest.mark.parametrize("norm_first", [False, True])

@@ -1,4 +1,4 @@
-"""Tests for transformer_edu/listing.py, and for the package code shown on the pages.
+"""Tests for transformer_edu/viz/listing.py, and for the package code shown on the pages.
 
 - ``source`` reads the package, narrows by markers and refuses what is not ours.
 - Every listing of every built page (``data-source="path:first-last"``) equals those
@@ -23,12 +23,23 @@ from sync_colab import toc_files  # book/ is on pythonpath
 
 import transformer_edu
 from transformer_edu import MultiHeadAttention, make_model
-from transformer_edu.listing import SOURCE_CLASS, Listing, source
+from transformer_edu.viz.listing import SOURCE_CLASS, Listing, source
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML_DIR = ROOT / "_build" / "html"
+PACKAGE = ROOT / "transformer_edu"
 # the modules whose forward-pass lines the reader sees by the end of chapter 8
-TAUGHT = ("attention", "embeddings", "norm", "feed_forward", "layers", "model")
+TAUGHT = tuple(
+    f"model.{m}"
+    for m in (
+        "attention",
+        "embeddings",
+        "norm",
+        "feed_forward",
+        "layers",
+        "transformer",
+    )
+)
 LAST_BUILD_CHAPTER = "chapters/08_encoder_decoder"
 
 
@@ -36,7 +47,7 @@ def test_source_reads_the_package_and_narrows_by_markers():
     whole = source(MultiHeadAttention.forward)
     path = ROOT / whole.path
     lines = path.read_text(encoding="utf8").splitlines(keepends=True)
-    assert whole.path == "transformer_edu/attention.py"
+    assert whole.path == "transformer_edu/model/attention.py"
     assert whole.text == textwrap.dedent("".join(lines[whole.first - 1 : whole.last]))
     assert whole.text.startswith("def forward(")
     step = source(MultiHeadAttention.forward, "# 1)", "# 2)")
@@ -190,22 +201,24 @@ def test_by_chapter_8_the_reader_has_seen_every_line_a_forward_pass_runs(book):
         html_file = HTML_DIR / f"{page}.html"
         for where, _ in page_listings(html_file.read_text(encoding="utf8")):
             path, first, last, _ = package_lines(where)
-            module = path.stem
-            if module in shown and path.parent.name == "transformer_edu":
+            module = ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
+            if module in shown:
                 shown[module].update(range(first, last + 1))
     unseen = {}
     for module, lines in forward_lines().items():
         missing = sorted(lines - shown[module])
         if missing:
-            text = (ROOT / "transformer_edu" / f"{module}.py").read_text().splitlines()
+            text = (
+                (PACKAGE / (module.replace(".", "/") + ".py")).read_text().splitlines()
+            )
             unseen[module] = [f"{n}: {text[n - 1].strip()[:60]}" for n in missing]
     assert not unseen, (
         "lines a forward pass runs that no listing of chapters 1-8 shows: "
-        + "; ".join(f"{m}.py {v}" for m, v in unseen.items())
+        + "; ".join(f"{m} {v}" for m, v in unseen.items())
     )
 
 
 def test_module_listings_cover_a_whole_module():
-    listing = source(transformer_edu.norm)
-    text = (ROOT / "transformer_edu" / "norm.py").read_text(encoding="utf8")
+    listing = source(transformer_edu.model.norm)
+    text = (PACKAGE / "model" / "norm.py").read_text(encoding="utf8")
     assert isinstance(listing, Listing) and listing.text == text

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from transformer_edu.masks import (
+from transformer_edu.model.masks import (
     causal_mask,
     check_mask,
     combine_masks,

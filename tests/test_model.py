@@ -3,7 +3,11 @@ import torch
 import torch.nn.functional as F
 
 from transformer_edu import Decoder, Encoder, count_parameters, make_model
-from transformer_edu.masks import combine_masks, from_torch_mask, key_padding_from_torch
+from transformer_edu.model.masks import (
+    combine_masks,
+    from_torch_mask,
+    key_padding_from_torch,
+)
 
 
 def _torch_stack(kind, layers, d, h, ff, norm_first, final_norm):

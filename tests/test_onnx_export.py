@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from transformer_edu.__main__ import main
+from transformer_edu.cli import main
 from transformer_edu.browser.onnx_export import (
     DECODER_FILE,
     ENCODER_FILE,
@@ -19,9 +19,9 @@ from transformer_edu.browser.onnx_export import (
     beam_onnx,
     greedy_onnx,
 )
-from transformer_edu.checkpoint import toy_model
-from transformer_edu.data import Vocab, load_corpus
 from transformer_edu.decoding import beam_search, greedy_decode, translate
+from transformer_edu.toy.checkpoint import toy_model
+from transformer_edu.toy.data import Vocab, load_corpus
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -150,7 +150,7 @@ def tatoeba_exported(tmp_path_factory):
 def test_the_tatoeba_model_exports_to_int8_graphs_that_translate(tatoeba_exported):
     import onnx
 
-    from transformer_edu.tatoeba import default_tokenizer, load_tatoeba
+    from transformer_edu.tatoeba.data import default_tokenizer, load_tatoeba
 
     out = tatoeba_exported
     meta = json.loads((out / META_FILE).read_text(encoding="utf8"))

@@ -116,20 +116,20 @@ class answer(nn.Module):
 # checker (with its kind, for check_score_function): [(shown name, answer source)]
 FORBIDDEN: dict[str, list[tuple[str, str]]] = {
     "check_score_function[dot]": [
-        ("transformer_edu.seq2seq.DotScore", """
-            from transformer_edu.seq2seq import DotScore
+        ("transformer_edu.model.seq2seq.DotScore", """
+            from transformer_edu.model.seq2seq import DotScore
             def answer(query, keys):
                 return DotScore(query.size(-1))(query, keys)
             """),
-        ("transformer_edu.seq2seq.DotScore", """
-            from transformer_edu.seq2seq import make_score
+        ("transformer_edu.model.seq2seq.DotScore", """
+            from transformer_edu.model.seq2seq import make_score
             def answer(query, keys):
                 return make_score("dot", query.size(-1))(query, keys)
             """),
     ],
     "check_score_function[general]": [
-        ("transformer_edu.seq2seq.GeneralScore", """
-            from transformer_edu.seq2seq import SCORE_FUNCTIONS
+        ("transformer_edu.model.seq2seq.GeneralScore", """
+            from transformer_edu.model.seq2seq import SCORE_FUNCTIONS
             def answer(query, keys, W):
                 score = SCORE_FUNCTIONS["general"](query.size(-1))
                 score.W = W
@@ -137,8 +137,8 @@ FORBIDDEN: dict[str, list[tuple[str, str]]] = {
             """),
     ],
     "check_score_function[additive]": [
-        ("transformer_edu.seq2seq.AdditiveScore", """
-            from transformer_edu.seq2seq import AdditiveScore
+        ("transformer_edu.model.seq2seq.AdditiveScore", """
+            from transformer_edu.model.seq2seq import AdditiveScore
             def answer(query, keys, W1, W2, v):
                 score = AdditiveScore(query.size(-1))
                 score.W1, score.W2, score.v = W1, W2, v
@@ -168,8 +168,8 @@ FORBIDDEN: dict[str, list[tuple[str, str]]] = {
                 rows = F.embedding_bag(tokens.reshape(-1, 1), weight, mode="sum")
                 return rows.reshape(*tokens.shape, -1)
             """),
-        ("transformer_edu.embeddings.TokenEmbedding", """
-            from transformer_edu.embeddings import TokenEmbedding
+        ("transformer_edu.model.embeddings.TokenEmbedding", """
+            from transformer_edu.model.embeddings import TokenEmbedding
             def answer(tokens, weight, pad_idx):
                 emb = TokenEmbedding(*weight.shape, pad_idx=pad_idx)
                 emb.embedding.weight.data = weight
@@ -177,27 +177,27 @@ FORBIDDEN: dict[str, list[tuple[str, str]]] = {
             """),
     ],
     "check_positional_encoding": [
-        ("transformer_edu.embeddings.sinusoidal_table", """
+        ("transformer_edu.model.embeddings.sinusoidal_table", """
             from transformer_edu import sinusoidal_table
             def answer(max_len, d_model):
                 return sinusoidal_table(max_len, d_model)
             """),
-        ("transformer_edu.embeddings.SinusoidalPositionalEncoding", """
-            from transformer_edu.embeddings import SinusoidalPositionalEncoding
+        ("transformer_edu.model.embeddings.SinusoidalPositionalEncoding", """
+            from transformer_edu.model.embeddings import SinusoidalPositionalEncoding
             def answer(max_len, d_model):
                 return SinusoidalPositionalEncoding(d_model, max_len).pe
             """),
     ],
     "check_add_positional_encoding": [
-        ("transformer_edu.embeddings.LearnedPositionalEncoding", """
-            from transformer_edu.embeddings import LearnedPositionalEncoding
+        ("transformer_edu.model.embeddings.LearnedPositionalEncoding", """
+            from transformer_edu.model.embeddings import LearnedPositionalEncoding
             def answer(x, table):
                 pe = LearnedPositionalEncoding(*table.shape[::-1])
                 pe.pe.data = table
                 return pe(x)
             """),
-        ("transformer_edu.embeddings._PositionalEncoding", """
-            from transformer_edu.embeddings import _PositionalEncoding
+        ("transformer_edu.model.embeddings._PositionalEncoding", """
+            from transformer_edu.model.embeddings import _PositionalEncoding
             class Table(_PositionalEncoding):
                 def __init__(self, table):
                     super().__init__()
@@ -246,33 +246,33 @@ FORBIDDEN: dict[str, list[tuple[str, str]]] = {
                     0.0, eye, None, use_separate_proj_weight=False)
                 return out
             """),
-        ("transformer_edu.attention.scaled_dot_product_attention", """
+        ("transformer_edu.model.attention.scaled_dot_product_attention", """
             from transformer_edu import scaled_dot_product_attention
             def answer(q, k, v, mask=None):
                 return scaled_dot_product_attention(q, k, v, mask)
             """),
-        ("transformer_edu.attention.MultiHeadAttention", """
+        ("transformer_edu.model.attention.MultiHeadAttention", """
             from transformer_edu import MultiHeadAttention
             def answer(q, k, v, mask=None):
                 return MultiHeadAttention(q.size(-1), 1)(q, k, v, mask)
             """),
     ],
     "check_split_heads": [
-        ("transformer_edu.attention.MultiHeadAttention", """
+        ("transformer_edu.model.attention.MultiHeadAttention", """
             from transformer_edu import MultiHeadAttention
             def answer(x, n_heads):
                 return MultiHeadAttention(x.size(-1), n_heads).split_heads(x)
             """),
-        ("transformer_edu.attention.MultiHeadAttention", """
+        ("transformer_edu.model.attention.MultiHeadAttention", """
             from types import SimpleNamespace
-            from transformer_edu.attention import MultiHeadAttention as M
+            from transformer_edu.model.attention import MultiHeadAttention as M
             def answer(x, n_heads):
                 heads = SimpleNamespace(n_heads=n_heads, d_k=x.size(-1) // n_heads)
                 return M.split_heads(heads, x)
             """),
     ],
     "check_combine_heads": [
-        ("transformer_edu.attention.MultiHeadAttention", """
+        ("transformer_edu.model.attention.MultiHeadAttention", """
             from transformer_edu import MultiHeadAttention
             def answer(x):
                 B, H, T, Dh = x.shape
@@ -309,7 +309,7 @@ FORBIDDEN: dict[str, list[tuple[str, str]]] = {
             self.w_o.weight, self.w_o.bias, need_weights=False)
         return out
 """),
-        ("transformer_edu.attention.MultiHeadAttention", """
+        ("transformer_edu.model.attention.MultiHeadAttention", """
             from transformer_edu import MultiHeadAttention
             class answer(MultiHeadAttention):
                 def forward(self, query, key, value, mask=None):
@@ -317,13 +317,13 @@ FORBIDDEN: dict[str, list[tuple[str, str]]] = {
             """),
     ],
     "check_causal_mask": [
-        ("transformer_edu.masks.causal_mask", """
+        ("transformer_edu.model.masks.causal_mask", """
             from transformer_edu import causal_mask
             def answer(T):
                 return causal_mask(T)[0, 0]
             """),
-        ("transformer_edu.masks.target_mask", """
-            from transformer_edu.masks import target_mask
+        ("transformer_edu.model.masks.target_mask", """
+            from transformer_edu.model.masks import target_mask
             def answer(T):
                 return target_mask(torch.ones(1, T, dtype=torch.long))[0, 0]
             """),
@@ -343,18 +343,18 @@ FORBIDDEN: dict[str, list[tuple[str, str]]] = {
             """),
     ],
     "check_padding_mask": [
-        ("transformer_edu.masks.padding_mask", """
-            import transformer_edu.masks as masks
+        ("transformer_edu.model.masks.padding_mask", """
+            import transformer_edu.model.masks as masks
             def answer(tokens, pad_idx):
                 return masks.padding_mask(tokens, pad_idx)
             """),
-        ("transformer_edu.masks.key_padding_from_torch", """
-            from transformer_edu.masks import key_padding_from_torch
+        ("transformer_edu.model.masks.key_padding_from_torch", """
+            from transformer_edu.model.masks import key_padding_from_torch
             def answer(tokens, pad_idx):
                 return key_padding_from_torch(tokens == pad_idx)
             """),
-        ("transformer_edu.masks.target_mask", """
-            from transformer_edu.masks import target_mask
+        ("transformer_edu.model.masks.target_mask", """
+            from transformer_edu.model.masks import target_mask
             def answer(tokens, pad_idx):
                 return target_mask(tokens, pad_idx)[:, :, -1:]  # the last query's row
             """),
@@ -398,19 +398,19 @@ FORBIDDEN: dict[str, list[tuple[str, str]]] = {
                 def forward(self, x):
                     return self.inner(x)
             """),
-        ("transformer_edu.norm.LayerNorm", """
+        ("transformer_edu.model.norm.LayerNorm", """
             from transformer_edu import LayerNorm
             class answer(LayerNorm):
                 pass
             """),
-        ("transformer_edu.norm.LayerNorm", """
-            from transformer_edu.norm import LayerNorm
+        ("transformer_edu.model.norm.LayerNorm", """
+            from transformer_edu.model.norm import LayerNorm
             def answer(x, weight, bias, eps=1e-5):
                 return LayerNorm(x.size(-1), eps, fast=False).to(x.dtype)(x) * weight + bias
             """),
     ],
     "check_feed_forward": [
-        ("transformer_edu.feed_forward.PositionwiseFeedForward", """
+        ("transformer_edu.model.feed_forward.PositionwiseFeedForward", """
             from transformer_edu import PositionwiseFeedForward
             class answer(PositionwiseFeedForward):
                 def forward(self, x):
@@ -425,7 +425,7 @@ FORBIDDEN: dict[str, list[tuple[str, str]]] = {
 """),
     ],
     "check_encoder_layer": [
-        ("transformer_edu.layers.EncoderLayer", """
+        ("transformer_edu.model.layers.EncoderLayer", """
             from transformer_edu import EncoderLayer
             class answer(EncoderLayer):
                 def __init__(self, d_model, n_heads, d_ff, dropout=0.1, norm_first=False):
@@ -440,7 +440,7 @@ FORBIDDEN: dict[str, list[tuple[str, str]]] = {
 """),
     ],
     "check_decoder_layer": [
-        ("transformer_edu.layers.DecoderLayer", """
+        ("transformer_edu.model.layers.DecoderLayer", """
             from transformer_edu import DecoderLayer
             class answer(DecoderLayer):
                 def __init__(self, d_model, n_heads, d_ff, dropout=0.1, norm_first=False):
@@ -455,7 +455,7 @@ FORBIDDEN: dict[str, list[tuple[str, str]]] = {
 """),
     ],
     "check_transformer_forward": [
-        ("transformer_edu.model.make_model", _MODEL_INIT + """
+        ("transformer_edu.model.transformer.make_model", _MODEL_INIT + """
     def forward(self, src, tgt):
         from transformer_edu import make_model
         model = make_model(self.src_embed.num_embeddings, self.generator.out_features,
@@ -472,27 +472,27 @@ FORBIDDEN: dict[str, list[tuple[str, str]]] = {
 """),
     ],
     "check_transformer_masks": [
-        ("transformer_edu.masks.target_mask", """
-            from transformer_edu.masks import padding_mask, target_mask
+        ("transformer_edu.model.masks.target_mask", """
+            from transformer_edu.model.masks import padding_mask, target_mask
             def answer(src, tgt, pad_idx=0):
                 src_mask = padding_mask(src, pad_idx)
                 return src_mask, target_mask(tgt, pad_idx), src_mask
             """),
     ],
     "check_label_smoothing": [
-        ("transformer_edu.training.smoothed_targets", """
-            import transformer_edu.training as training
+        ("transformer_edu.toy.training.smoothed_targets", """
+            import transformer_edu.toy.training as training
             def answer(target, vocab_size, smoothing):
                 return training.smoothed_targets(target, vocab_size, smoothing)
             """),
     ],
     "check_train_loop": [
-        ("transformer_edu.training.sequence_loss", _LOOP_HEAD + """
-                    from transformer_edu.training import sequence_loss
+        ("transformer_edu.toy.training.sequence_loss", _LOOP_HEAD + """
+                    from transformer_edu.toy.training import sequence_loss
                     loss = sequence_loss(model(src, tgt[:, :-1]), tgt[:, 1:], smoothing)
 """ + _LOOP_TAIL),
-        ("transformer_edu.training.train", """
-            from transformer_edu.training import TrainConfig, train
+        ("transformer_edu.toy.training.train", """
+            from transformer_edu.toy.training import TrainConfig, train
             def answer(model, batches, d_model, warmup, lr_factor=1.0, smoothing=0.1,
                        clip=1.0):
                 train(model, [], None, None, TrainConfig(epochs=0), progress=False)
@@ -500,13 +500,13 @@ FORBIDDEN: dict[str, list[tuple[str, str]]] = {
             """),
     ],
     "check_noam_lr": [
-        ("transformer_edu.training.noam_lr", """
-            from transformer_edu.training import noam_lr
+        ("transformer_edu.toy.training.noam_lr", """
+            from transformer_edu.toy.training import noam_lr
             def answer(step, d_model, warmup):
                 return noam_lr(step, d_model, warmup)
             """),
-        ("transformer_edu.training.noam_lr", """
-            from transformer_edu.training import noam_lr
+        ("transformer_edu.toy.training.noam_lr", """
+            from transformer_edu.toy.training import noam_lr
             def answer(step, d_model, warmup):
                 return functools.partial(noam_lr, factor=1.0)(step, d_model, warmup)
             """),
@@ -524,13 +524,13 @@ FORBIDDEN: dict[str, list[tuple[str, str]]] = {
             """),
     ],
     "check_training_flops": [
-        ("transformer_edu.scaling.training_flops", """
-            from transformer_edu.scaling import training_flops
+        ("transformer_edu.modern.scaling.training_flops", """
+            from transformer_edu.modern.scaling import training_flops
             def answer(d_model, n_layers, d_ff, src_tokens, tgt_tokens):
                 return training_flops(d_model, n_layers, d_ff, src_tokens, tgt_tokens)
             """),
-        ("transformer_edu.scaling.non_embedding_params", """
-            from transformer_edu import scaling
+        ("transformer_edu.modern.scaling.non_embedding_params", """
+            from transformer_edu.modern import scaling
             def answer(d_model, n_layers, d_ff, src_tokens, tgt_tokens):
                 enc, dec = scaling.non_embedding_params(d_model, n_layers, d_ff)
                 return 6 * (enc * src_tokens + dec * tgt_tokens)
@@ -942,13 +942,13 @@ def test_the_watch_ends_with_the_check():
 
 
 def test_an_alias_bound_before_the_check_is_seen():
-    from transformer_edu.masks import causal_mask as bound_early
+    from transformer_edu.model.masks import causal_mask as bound_early
 
     mine = bound_early  # the student's name for it
 
     result = CHECKERS["check_causal_mask"](lambda T: mine(T), quiet=True)
     assert not result and CALLED_REFERENCE in result.message
-    assert "transformer_edu.masks.causal_mask" in result.message
+    assert "transformer_edu.model.masks.causal_mask" in result.message
 
 
 def test_calling_the_reference_fails_even_when_the_answer_raises_afterwards():
@@ -1002,8 +1002,10 @@ def test_a_copy_of_the_references_code_is_the_reference():
     )
     mine.__kwdefaults__ = causal_mask.__kwdefaults__
     result = CHECKERS["check_causal_mask"](lambda T: mine(T)[0, 0], quiet=True)
-    assert not result and f"{CALLED_REFERENCE}: transformer_edu.masks.causal_mask," in (
-        result.message
+    assert (
+        not result
+        and f"{CALLED_REFERENCE}: transformer_edu.model.masks.causal_mask,"
+        in (result.message)
     ), result.message
 
 
@@ -1031,8 +1033,8 @@ def test_the_references_source_compiled_again_is_the_reference():
     other instructions than a cell that does not): exec of the source is seen."""
     import inspect
 
-    from transformer_edu import masks
     from transformer_edu.exercises.watch import code_key
+    from transformer_edu.model import masks
 
     ns: dict = {}
     exec(
@@ -1049,7 +1051,7 @@ def test_the_references_source_compiled_again_is_the_reference():
 
     assert code_key(mine.__code__) != code_key(masks.causal_mask.__code__)
     # a method with no docstring, its lines typed again elsewhere: not a copy
-    from transformer_edu.norm import LayerNorm
+    from transformer_edu.model.norm import LayerNorm
 
     ns = {}
     exec(
@@ -1061,4 +1063,4 @@ def test_the_references_source_compiled_again_is_the_reference():
     assert not isinstance(forward.co_consts[0], str)
     assert code_key(ns["forward"].__code__) != code_key(forward)
     result = CHECKERS["check_causal_mask"](lambda T: copy(T)[0, 0], quiet=True)
-    assert not result and "transformer_edu.masks.causal_mask" in result.message
+    assert not result and "transformer_edu.model.masks.causal_mask" in result.message

@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from transformer_edu.embeddings import sinusoidal_table
-from transformer_edu.rope import apply_rotary, rotary_angles
+from transformer_edu.model.embeddings import sinusoidal_table
+from transformer_edu.modern.rope import apply_rotary, rotary_angles
 
 
 def test_rotation_keeps_lengths_and_position_zero_is_identity():

@@ -20,8 +20,8 @@ from transformer_edu.browser.sampler_widget import (
     sampler_view,
     sampler_widget,
 )
-from transformer_edu.data import Vocab, tokenize_en
 from transformer_edu.decoding import next_token_probs
+from transformer_edu.toy.data import Vocab, tokenize_en
 
 SAMPLER_JS = STATIC / "sampler.js"
 

@@ -1,7 +1,11 @@
 import pytest
 
 from transformer_edu import count_parameters, make_model
-from transformer_edu.scaling import layer_params, non_embedding_params, training_flops
+from transformer_edu.modern.scaling import (
+    layer_params,
+    non_embedding_params,
+    training_flops,
+)
 
 
 @pytest.mark.parametrize(("d_model", "n_layers", "d_ff"), [(16, 1, 32), (64, 2, 256)])

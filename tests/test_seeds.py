@@ -37,8 +37,8 @@ def test_the_toy_model_takes_the_shifted_seed_and_keeps_it_apart(monkeypatch, tm
     """Chapters 4, 5, 9 and 10 train or load the toy model: under TEDU_SEED it is
     trained from the shifted seed and saved under its own name, so that the model of
     seed 0 (the book's) is never overwritten or mistaken for another seed's."""
-    from transformer_edu.checkpoint import default_checkpoint_path
-    from transformer_edu.training import train_toy_model
+    from transformer_edu.toy.checkpoint import default_checkpoint_path
+    from transformer_edu.toy.training import train_toy_model
 
     monkeypatch.setenv("TRANSFORMER_EDU_CHECKPOINT", str(tmp_path / "toy.pt"))
     monkeypatch.delenv(SEED_ENV, raising=False)

@@ -1,10 +1,10 @@
-"""Tests for transformer_edu.seq2seq: GRU encoder-decoders with/without attention."""
+"""Tests for transformer_edu.model.seq2seq: GRU encoder-decoders with/without attention."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_edu.seq2seq import (
+from transformer_edu.model.seq2seq import (
     SCORE_FUNCTIONS,
     AdditiveScore,
     Attention,

@@ -9,15 +9,15 @@ import json
 
 import pytest
 
-from transformer_edu.__main__ import build_parser
+from transformer_edu.cli import build_parser
 from transformer_edu.metrics import bleu, chrf
-from transformer_edu.tatoeba import load_tatoeba
-from transformer_edu.tatoeba_analysis import (
+from transformer_edu.tatoeba.analysis import (
     decoding_name,
     narrowest_within_noise,
     read_record,
 )
-from transformer_edu.tatoeba_train import (
+from transformer_edu.tatoeba.data import load_tatoeba
+from transformer_edu.tatoeba.train import (
     DEFAULT_ALPHA,
     DEFAULT_BEAM,
     evaluate,

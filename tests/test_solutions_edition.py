@@ -16,8 +16,8 @@ import solutions_edition  # book/ is on pythonpath
 import student_edition
 
 from transformer_edu.exercises import BUG_ZOO
-from transformer_edu.exercises.grading import EXERCISES, NAMES, read_program
-from transformer_edu.exercises.grading.submissions import (
+from transformer_edu.grading import EXERCISES, NAMES, read_program
+from transformer_edu.grading.submissions import (
     NotASubmission,
     Snippet,
     _exercise_name,

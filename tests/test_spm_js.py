@@ -26,7 +26,7 @@ from transformer_edu.browser.spm_vocab import (
     spm_vocab,
     write_spm_vocab,
 )
-from transformer_edu.tatoeba import SPLITS, SPM_FILE, _corpus_bytes, load_tatoeba
+from transformer_edu.tatoeba.data import SPLITS, SPM_FILE, _corpus_bytes, load_tatoeba
 
 RUNNER = Path(__file__).with_name("spm_js_run.mjs")
 SPM_JS = Path(transformer_edu.browser.__file__).parent / "static" / "spm.js"
@@ -394,7 +394,7 @@ def test_vocab_file_keeps_every_score_and_the_charsmap(model, tmp_path):
     from sentencepiece import sentencepiece_model_pb2
 
     path = write_spm_vocab(
-        Path(transformer_edu.__file__).parent / "corpus" / SPM_FILE,
+        Path(transformer_edu.__file__).parent / "tatoeba" / "corpus" / SPM_FILE,
         tmp_path / "spm.json",
     )
     vocab = json.loads(path.read_text(encoding="utf8"))

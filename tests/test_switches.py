@@ -17,9 +17,9 @@ from transformer_edu import (
     count_parameters,
     make_model,
 )
-from transformer_edu.checkpoint import load_checkpoint, save_checkpoint
-from transformer_edu.data import Vocab
 from transformer_edu.decoding import beam_search, greedy_decode
+from transformer_edu.toy.checkpoint import load_checkpoint, save_checkpoint
+from transformer_edu.toy.data import Vocab
 
 SIZES = dict(n_layers=2, d_model=16, n_heads=4, d_ff=32, dropout=0.0)
 SWITCHES = [

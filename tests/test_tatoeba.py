@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer_edu.tatoeba import (
+from transformer_edu.tatoeba.data import (
     MAX_JA_CHARS,
     Encoded,
     default_tokenizer,
@@ -30,7 +30,7 @@ from transformer_edu.tatoeba import (
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "transformer_edu"
-CORPUS = PACKAGE / "corpus" / "tatoeba.tsv.xz"
+CORPUS = PACKAGE / "tatoeba" / "corpus" / "tatoeba.tsv.xz"
 OUTSIDE_TEST_MODULUS = 50
 
 

@@ -15,17 +15,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_edu.checkpoint import CheckpointError
-from transformer_edu.data import Vocab, build_vocabs, load_corpus
-from transformer_edu.model import make_model
-from transformer_edu.tatoeba import (
+from transformer_edu.model.transformer import make_model
+from transformer_edu.tatoeba.data import (
     default_tokenizer,
     encode_pairs,
     load_tatoeba,
     make_token_batch,
     token_batches,
 )
-from transformer_edu.tatoeba_train import (
+from transformer_edu.tatoeba.train import (
     TATOEBA_MODEL,
     TatoebaTrainConfig,
     average_state_dicts,
@@ -36,7 +34,9 @@ from transformer_edu.tatoeba_train import (
     save_tatoeba_checkpoint,
     train_tatoeba,
 )
-from transformer_edu.training import TOY_MODEL
+from transformer_edu.toy.checkpoint import CheckpointError
+from transformer_edu.toy.data import Vocab, build_vocabs, load_corpus
+from transformer_edu.toy.training import TOY_MODEL
 
 TINY = dict(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1, n_decoder_layers=1)
 
@@ -127,7 +127,9 @@ def test_bad_checkpoints_raise_checkpoint_error(tmp_path, tok, tiny_model):
         return path
 
     with pytest.raises(CheckpointError, match="not a transformer_edu Tatoeba"):
-        load_tatoeba_checkpoint(variant("toy.pt", format="transformer_edu.checkpoint"))
+        load_tatoeba_checkpoint(
+            variant("toy.pt", format="transformer_edu.toy.checkpoint")
+        )
     with pytest.raises(CheckpointError, match="version 99"):
         load_tatoeba_checkpoint(variant("v99.pt", version=99))
     other = hashlib.sha256(b"another SentencePiece model").hexdigest()
@@ -161,7 +163,7 @@ def _meta_forward_backward(model, src, tgt_in, tgt_out):
 
 def test_toy_model_forward_and_backward_on_the_meta_device():
     sv, tv = build_vocabs(load_corpus("train"))
-    from transformer_edu.data import make_batch
+    from transformer_edu.toy.data import make_batch
 
     b = make_batch(load_corpus("train")[:8], sv, tv)
     torch.manual_seed(0)
@@ -253,8 +255,8 @@ def test_the_learning_rate_anneals_to_zero_over_the_last_part_of_the_budget(tok)
 
 
 def test_the_shipped_recipe_drops_out_only_where_the_paper_does():
-    from transformer_edu.attention import MultiHeadAttention
-    from transformer_edu.feed_forward import PositionwiseFeedForward
+    from transformer_edu.model.attention import MultiHeadAttention
+    from transformer_edu.model.feed_forward import PositionwiseFeedForward
 
     model = build_tatoeba_model(default_tokenizer())
     attention = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
@@ -271,8 +273,8 @@ def test_the_shipped_recipe_drops_out_only_where_the_paper_does():
 
 
 def test_the_recipe_uses_the_fused_adam_kernel_and_bf16_where_the_cpu_has_it():
-    from transformer_edu.tatoeba_recipe import native_bf16, resolve_autocast
-    from transformer_edu.tatoeba_train import make_optimizer
+    from transformer_edu.tatoeba.recipe import native_bf16, resolve_autocast
+    from transformer_edu.tatoeba.train import make_optimizer
 
     cfg = TatoebaTrainConfig()
     assert cfg.fused_adam and cfg.autocast == "auto" and not cfg.compile
@@ -295,7 +297,7 @@ def test_the_recipe_uses_the_fused_adam_kernel_and_bf16_where_the_cpu_has_it():
 def test_a_cpu_without_native_bf16_trains_in_float32(tok, monkeypatch):
     """Where the CPU would emulate bf16 (an AVX2 CPU: a step ~8x slower), the
     shipped recipe's "auto" runs the forward pass in float32, and says why."""
-    import transformer_edu.tatoeba_recipe as recipe
+    import transformer_edu.tatoeba.recipe as recipe
 
     no_bf16 = (False, "torch's CPU capability AVX2, oneDNN bf16 no")
     monkeypatch.setattr(recipe, "native_bf16", lambda device_type="cpu": no_bf16)
@@ -341,7 +343,7 @@ def test_where_a_figure_was_measured_reads_in_japanese_too(monkeypatch):
 )
 def test_capping_onednn_at_avx2_turns_bf16_off():
     """What an AVX2-only CPU reports, on any x86-64 CPU: oneDNN capped at AVX2."""
-    code = ("import torch; from transformer_edu.tatoeba_recipe import *; "
+    code = ("import torch; from transformer_edu.tatoeba.recipe import *; "
             "print(resolve_autocast('auto', torch.device('cpu')))")  # fmt: skip
     env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
@@ -354,7 +356,7 @@ def test_a_bf16_autocast_step_gives_float32s_loss_within_a_tolerance():
     under bf16 autocast is float32's to within 1 %, and so is the next step's."""
     import copy
 
-    from transformer_edu.tatoeba_train import make_optimizer, train_step
+    from transformer_edu.tatoeba.train import make_optimizer, train_step
 
     tok = default_tokenizer()
     data = encode_pairs(load_tatoeba("dev")[:200], tok)
@@ -381,7 +383,7 @@ def test_a_bf16_autocast_step_gives_float32s_loss_within_a_tolerance():
 def test_the_gpu_recipe_without_a_gpu():
     """What --device cuda changes that a CPU can check: the batch size and schedule,
     the dtype autocast uses on the device, TF32, and a batch moved to the device."""
-    from transformer_edu.tatoeba_recipe import (
+    from transformer_edu.tatoeba.recipe import (
         CUDA_RECIPE,
         autocast_context,
         configure_backends,
@@ -479,12 +481,12 @@ def test_a_checkpoint_trained_and_saved_where_cpu_copies_survives_the_round_trip
     """``train --corpus tatoeba`` then ``evaluate``, as a user runs them, with
     ``Tensor.cpu`` returning copies as on a GPU: every tensor of the file equals the
     trained model's (in float16), and the file scores what the model scored."""
-    import transformer_edu.__main__ as cli
+    import transformer_edu.cli as cli
 
     fake = _GpuLikeCpu()
     monkeypatch.setattr(torch.Tensor, "cpu", lambda self, *a, **k: fake(self))
     trained = {}
-    import transformer_edu.tatoeba_train as tt  # the command imports from it when run
+    import transformer_edu.tatoeba.train as tt  # the command imports from it when run
 
     real_save = tt.save_tatoeba_checkpoint
 
@@ -518,7 +520,7 @@ def test_a_checkpoint_trained_and_saved_where_cpu_copies_survives_the_round_trip
     printed = capsys.readouterr().out
     model, tok, _ = load_tatoeba_checkpoint(path)
     dev = load_tatoeba("dev")[:20]
-    from transformer_edu.tatoeba_train import DEFAULT_ALPHA, DEFAULT_BEAM
+    from transformer_edu.tatoeba.train import DEFAULT_ALPHA, DEFAULT_BEAM
 
     reloaded = evaluate(model, tok, dev, DEFAULT_BEAM, DEFAULT_ALPHA)[0]  # as the CLI
     lines = printed.splitlines()
@@ -533,7 +535,7 @@ def test_reading_the_losses_back_every_n_steps_records_the_same_run(tok, monkeyp
     """The loop reads the losses back every ``sync_every`` steps (on a GPU each read
     waits for the device): the same losses, rates and tokens as every step, and the
     step losses travel back in that many reads."""
-    import transformer_edu.tatoeba_train as tt
+    import transformer_edu.tatoeba.train as tt
 
     train = [p for p in load_tatoeba("train") if len(p.ja) <= 6][:300]
     runs = {}

@@ -6,9 +6,9 @@ import torch.nn.functional as F
 from _toy import tiny_trained
 from torch import nn
 
-from transformer_edu.attention import MultiHeadAttention
-from transformer_edu.data import Vocab
-from transformer_edu.training import (
+from transformer_edu.model.attention import MultiHeadAttention
+from transformer_edu.toy.data import Vocab
+from transformer_edu.toy.training import (
     TrainConfig,
     noam_lr,
     pick_device,
@@ -61,9 +61,9 @@ def test_a_short_run_learns():
 
 
 def test_training_is_deterministic_on_cpu():
-    from transformer_edu.data import build_vocabs, load_corpus
-    from transformer_edu.model import make_model
-    from transformer_edu.training import train
+    from transformer_edu.model.transformer import make_model
+    from transformer_edu.toy.data import build_vocabs, load_corpus
+    from transformer_edu.toy.training import train
 
     pairs = load_corpus("train")[:64]
     sv, tv = build_vocabs(pairs)
@@ -77,7 +77,7 @@ def test_training_is_deterministic_on_cpu():
 
 
 def test_cooldown_falls_linearly_to_the_floor_over_the_last_steps():
-    from transformer_edu.training import cooldown_factor
+    from transformer_edu.toy.training import cooldown_factor
 
     assert cooldown_factor(70, 100, 0.3) == 1.0
     assert cooldown_factor(85, 100, 0.3) == pytest.approx(1 - 0.95 * 0.5)
@@ -86,9 +86,9 @@ def test_cooldown_falls_linearly_to_the_floor_over_the_last_steps():
 
 
 def test_history_records_the_learning_rate_each_step_used():
-    from transformer_edu.data import build_vocabs, load_corpus
-    from transformer_edu.model import make_model
-    from transformer_edu.training import train
+    from transformer_edu.model.transformer import make_model
+    from transformer_edu.toy.data import build_vocabs, load_corpus
+    from transformer_edu.toy.training import train
 
     pairs = load_corpus("train")[:48]
     sv, tv = build_vocabs(pairs)
@@ -100,8 +100,8 @@ def test_history_records_the_learning_rate_each_step_used():
 
 
 def test_the_toy_recipe_drops_out_where_the_paper_does():
-    from transformer_edu.model import make_model
-    from transformer_edu.training import TOY_MODEL
+    from transformer_edu.model.transformer import make_model
+    from transformer_edu.toy.training import TOY_MODEL
 
     model = make_model(20, 20, **TOY_MODEL).train()
     p_of = {name: m.p for name, m in model.named_modules() if isinstance(m, nn.Dropout)}

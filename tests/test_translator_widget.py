@@ -22,9 +22,8 @@ from transformer_edu.browser.translator_widget import (
     trace_view,
     translator_widget,
 )
-from transformer_edu.data import load_corpus, segment
 from transformer_edu.decoding import beam_search, length_penalty, translate
-from transformer_edu.tatoeba import (
+from transformer_edu.tatoeba.data import (
     JAPANESE,
     MAX_JA_CHARS,
     load_tatoeba,
@@ -33,6 +32,7 @@ from transformer_edu.tatoeba import (
     sentence_problem,
     split_sentences,
 )
+from transformer_edu.toy.data import load_corpus, segment
 
 JS_CALL = Path(__file__).with_name("js_call.mjs")
 TRANSLATOR_JS = STATIC / "translator.js"
@@ -108,7 +108,7 @@ def test_widget_answers_the_front_end_with_the_same_id():
 
 
 def test_tatoeba_view_splits_a_text_and_says_what_it_cannot_take():
-    from transformer_edu.tatoeba_train import load_tatoeba_checkpoint
+    from transformer_edu.tatoeba.train import load_tatoeba_checkpoint
 
     model, tok, _ = load_tatoeba_checkpoint()
     view = tatoeba_view(model, tok, "私は太郎です。猫が好きです！OK!")

@@ -1,24 +1,31 @@
 """transformer_edu: the encoder-decoder Transformer, built to be read.
 
+Where things are: ``model/`` the paper's model; ``modern/`` what came after it
+(chapter 13); ``toy/`` and ``tatoeba/`` the two tasks (data, training, checkpoints,
+trained weights); ``decoding`` greedy and beam search; ``metrics`` BLEU and chrF;
+``viz/`` the figures; ``exercises/`` the checkers of chapter 11 and ``grading/`` the
+class grader; ``browser/`` what the pages run without a kernel; ``bench/`` the
+benchmarks; ``cli`` the command line; ``devices``, ``doctor`` and ``seeds``.
+
 Mask polarity everywhere in this package: boolean, True = "may attend".
 """
 
-from .attention import (
+from .model.attention import (
     GroupedQueryAttention,
     MultiHeadAttention,
     scaled_dot_product_attention,
 )
-from .config import TransformerConfig
-from .embeddings import (
+from .model.config import TransformerConfig
+from .model.embeddings import (
     LearnedPositionalEncoding,
     NoPositionalEncoding,
     SinusoidalPositionalEncoding,
     TokenEmbedding,
     sinusoidal_table,
 )
-from .feed_forward import GatedFeedForward, PositionwiseFeedForward
-from .layers import DecoderLayer, EncoderLayer
-from .masks import (
+from .model.feed_forward import GatedFeedForward, PositionwiseFeedForward
+from .model.layers import DecoderLayer, EncoderLayer
+from .model.masks import (
     causal_mask,
     combine_masks,
     from_torch_mask,
@@ -27,7 +34,8 @@ from .masks import (
     target_mask,
     to_torch_mask,
 )
-from .model import (
+from .model.norm import LayerNorm, RMSNorm
+from .model.transformer import (
     Decoder,
     Encoder,
     Generator,
@@ -35,8 +43,7 @@ from .model import (
     count_parameters,
     make_model,
 )
-from .moe import MixtureOfExperts
-from .norm import LayerNorm, RMSNorm
+from .modern.moe import MixtureOfExperts
 
 __version__ = "0.1.0"
 
@@ -51,12 +58,14 @@ __all__ = [
     "target_mask", "to_torch_mask",
 ]  # fmt: skip
 
-from . import data, decoding, seq2seq, training  # noqa: E402
-from .data import Pair, Vocab, build_vocabs, load_corpus, segment  # noqa: E402
-from .decoder_only import DecoderOnlyTranslator, make_decoder_only  # noqa: E402
+from . import decoding  # noqa: E402
 from .decoding import beam_search, greedy_decode, translate  # noqa: E402
-from .seq2seq import Seq2Seq  # noqa: E402
-from .training import TrainConfig, train, train_toy_model  # noqa: E402
+from .model import seq2seq  # noqa: E402
+from .model.seq2seq import Seq2Seq  # noqa: E402
+from .modern.decoder_only import DecoderOnlyTranslator, make_decoder_only  # noqa: E402
+from .toy import data, training  # noqa: E402
+from .toy.data import Pair, Vocab, build_vocabs, load_corpus, segment  # noqa: E402
+from .toy.training import TrainConfig, train, train_toy_model  # noqa: E402
 
 __all__ += [
     "DecoderOnlyTranslator", "Pair", "Seq2Seq", "TrainConfig", "Vocab", "beam_search",

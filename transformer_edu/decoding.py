@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from .data import Vocab, detokenize_en, segment
 from .devices import wide_float
-from .model import Transformer
+from .model.transformer import Transformer
+from .toy.data import Vocab, detokenize_en, segment
 
 
 @dataclass

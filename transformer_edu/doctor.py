@@ -201,8 +201,10 @@ def check_modules() -> list[Check]:
 def check_data() -> list[Check]:
     """The data and the model that ship with the package (nothing is downloaded)."""
     here = Path(__file__).parent
-    files = [here / "corpus" / "ja_en.tsv", here / "corpus" / "tatoeba.tsv.xz",
-             here / "corpus" / "tatoeba_spm.model", here / "models" / "tatoeba_ja_en.pt"]  # fmt: skip
+    files = [here / "toy" / "corpus" / "ja_en.tsv",
+             here / "tatoeba" / "corpus" / "tatoeba.tsv.xz",
+             here / "tatoeba" / "corpus" / "tatoeba_spm.model",
+             here / "tatoeba" / "weights" / "tatoeba_ja_en.pt"]  # fmt: skip
     missing = [str(f.relative_to(here)) for f in files if not f.is_file()]
     if missing:
         return [Check(FAIL, "shipped data", f"missing: {', '.join(missing)}",

@@ -31,9 +31,9 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from ..data import Vocab
 from ..decoding import length_penalty
-from ..model import Transformer
+from ..model.transformer import Transformer
+from ..toy.data import Vocab
 
 ENCODER_FILE = "encoder.onnx"
 DECODER_FILE = "decoder_step.onnx"
@@ -332,7 +332,7 @@ def int8_weights_fp32_product(path: Path) -> None:
 
 def tatoeba_meta(model: Transformer, spm_file: str = SPM_FILE) -> dict:
     """What chapter 12's page needs besides the graphs and the vocabulary file."""
-    from ..tatoeba import MAX_JA_CHARS
+    from ..tatoeba.data import MAX_JA_CHARS
 
     c = model.config
     return {
@@ -355,7 +355,7 @@ def export_tatoeba(
     ``quantize=False``, the SentencePiece vocabulary for spm.js and the JSON; with the
     files' sizes in the JSON (the page says how much it will fetch).
     Returns the written paths by name: encoder, decoder, spm, meta."""
-    from ..tatoeba_train import load_tatoeba_checkpoint
+    from ..tatoeba.train import load_tatoeba_checkpoint
     from .spm_vocab import spm_vocab
 
     if model is None:

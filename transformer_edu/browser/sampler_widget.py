@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from ..data import Vocab, detokenize_en, tokenize_en
 from ..decoding import next_token_probs
+from ..toy.data import Vocab, detokenize_en, tokenize_en
 
 STATIC = Path(__file__).parent / "static"
 TOP_WORDS = 10  # the next-word distribution the widget draws

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import torch
 
-from ..data import Vocab, detokenize_en
 from ..decoding import _next_log_probs, beam_search, greedy_decode, translate
-from ..model import Transformer
+from ..model.transformer import Transformer
+from ..toy.data import Vocab, detokenize_en
 
 STATIC = Path(__file__).parent / "static"
 EXAMPLES = (
@@ -104,7 +104,7 @@ def tatoeba_view(
 ) -> dict:  # fmt: skip
     """The Tatoeba model's view of a text of any length: each sentence's pieces,
     output (greedy, or beam search with the length penalty ``alpha``) and steps."""
-    from ..tatoeba import plan_text
+    from ..tatoeba.data import plan_text
 
     try:
         plan = plan_text(text)
@@ -178,7 +178,7 @@ def translator_widget(
     """The toy's widget; with a kernel, ``model`` (default: the trained toy model)
     answers. Greedy or beam search (the beam control), as ``translate``."""
     if model is None:
-        from ..checkpoint import toy_model
+        from ..toy.checkpoint import toy_model
 
         model, src_vocab, tgt_vocab = toy_model(progress=False)
     widget = _widget_class()(text=text, examples=list(examples or EXAMPLES))
@@ -192,10 +192,10 @@ def tatoeba_widget(model: Transformer | None = None, tok=None, text: str = "",
     """Chapter 12's widget: the shipped Tatoeba model (default), any Japanese text,
     greedy or beam search with the length penalty α as controls, starting at the
     decoding chosen on dev (``tatoeba_train.DEFAULT_BEAM`` / ``DEFAULT_ALPHA``)."""
-    from ..tatoeba_train import DEFAULT_ALPHA, DEFAULT_BEAM
+    from ..tatoeba.train import DEFAULT_ALPHA, DEFAULT_BEAM
 
     if model is None:
-        from ..tatoeba_train import load_tatoeba_checkpoint
+        from ..tatoeba.train import load_tatoeba_checkpoint
 
         model, tok, _ = load_tatoeba_checkpoint()
     examples = list(examples or [])

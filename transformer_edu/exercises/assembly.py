@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..feed_forward import GatedFeedForward, PositionwiseFeedForward, feed_forward
+from ..model.feed_forward import GatedFeedForward, PositionwiseFeedForward, feed_forward
 from .harness import (
     Case,
     CheckResult,

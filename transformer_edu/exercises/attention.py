@@ -11,9 +11,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .. import attention as _attention
-from ..attention import MultiHeadAttention, scaled_dot_product_attention
-from ..masks import causal_mask
+from ..model import attention as _attention
+from ..model.attention import MultiHeadAttention, scaled_dot_product_attention
+from ..model.masks import causal_mask
 from .harness import (
     Case,
     CheckResult,

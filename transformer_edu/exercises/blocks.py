@@ -13,10 +13,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..attention import MultiHeadAttention
-from ..feed_forward import PositionwiseFeedForward
-from ..layers import DecoderLayer, EncoderLayer
-from ..masks import causal_mask
+from ..model.attention import MultiHeadAttention
+from ..model.feed_forward import PositionwiseFeedForward
+from ..model.layers import DecoderLayer, EncoderLayer
+from ..model.masks import causal_mask
 from .assembly import (
     TORCH_LAYERS,
     as_module,

@@ -12,7 +12,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..data import Vocab
 from ..decoding import (
     _next_log_probs,
     beam_search,
@@ -21,8 +20,9 @@ from ..decoding import (
     length_penalty,
     reorder_cache,
 )
-from ..masks import padding_mask
-from ..model import make_model
+from ..model.masks import padding_mask
+from ..model.transformer import make_model
+from ..toy.data import Vocab
 from .harness import (
     Case,
     CheckResult,

@@ -9,7 +9,7 @@ from functools import partial
 import torch
 from torch import Tensor, nn
 
-from ..embeddings import TokenEmbedding
+from ..model.embeddings import TokenEmbedding
 from .harness import (
     Case,
     CheckResult,

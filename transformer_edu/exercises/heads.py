@@ -10,8 +10,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..attention import MultiHeadAttention, scaled_dot_product_attention
-from ..masks import causal_mask
+from ..model.attention import MultiHeadAttention, scaled_dot_product_attention
+from ..model.masks import causal_mask
 from .attention import attention_error_hint, attention_mistakes, attention_variant
 from .harness import (
     Case,

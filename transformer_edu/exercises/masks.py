@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.modules import transformer as _torch_transformer
 
-from ..masks import causal_mask, key_padding_from_torch, padding_mask, target_mask
+from ..model.masks import causal_mask, key_padding_from_torch, padding_mask, target_mask
 from .harness import (
     BOOLEAN_MASK,
     Case,

@@ -8,7 +8,7 @@ from functools import partial
 import torch
 from torch import Tensor, nn
 
-from ..norm import LayerNorm
+from ..model.norm import LayerNorm
 from .harness import (
     Case,
     CheckResult,

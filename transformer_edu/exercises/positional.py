@@ -9,7 +9,7 @@ from functools import partial
 import torch
 from torch import Tensor
 
-from ..embeddings import (
+from ..model.embeddings import (
     LearnedPositionalEncoding,
     SinusoidalPositionalEncoding,
     _PositionalEncoding,

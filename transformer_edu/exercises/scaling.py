@@ -8,7 +8,7 @@ from functools import partial
 
 import torch
 
-from ..scaling import layer_params, non_embedding_params, training_flops
+from ..modern.scaling import layer_params, non_embedding_params, training_flops
 from .harness import (
     Case,
     CheckResult,

@@ -8,7 +8,7 @@ from functools import partial
 import torch
 from torch import Tensor, nn
 
-from ..seq2seq import SCORE_FUNCTIONS
+from ..model.seq2seq import SCORE_FUNCTIONS
 from .harness import (
     Case,
     CheckResult,

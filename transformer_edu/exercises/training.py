@@ -13,9 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..data import Vocab
-from ..model import make_model
-from ..training import (
+from ..model.transformer import make_model
+from ..toy.data import Vocab
+from ..toy.training import (
     noam_lr,
     sequence_loss,
     smoothed_targets,

@@ -11,9 +11,9 @@ from functools import partial
 import torch
 from torch import Tensor, nn
 
-from ..embeddings import sinusoidal_table
-from ..masks import padding_mask, target_mask
-from ..model import Decoder, Encoder, Transformer, make_model
+from ..model.embeddings import sinusoidal_table
+from ..model.masks import padding_mask, target_mask
+from ..model.transformer import Decoder, Encoder, Transformer, make_model
 from .assembly import (
     as_module,
     load_reference,

@@ -97,7 +97,7 @@ function words() {
   return WORDS[lang] || WORDS.en;
 }
 
-// --- what a reader types: the same rules as transformer_edu.tatoeba -------------------
+// --- what a reader types: the same rules as transformer_edu.tatoeba.data -------------------
 
 const SENTENCE = /[^。!?]*[。!?]+|[^。!?]+/g;
 const LINE_BREAKS = /\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]/;
@@ -155,7 +155,7 @@ export function planText(text, maxChars) {
   };
 }
 
-// --- the toy's segmentation: the same as transformer_edu.data.segment -----------------
+// --- the toy's segmentation: the same as transformer_edu.toy.data.segment -----------------
 
 /** Words by longest match over `lexicon`; spaces separate chunks (data.segment). */
 export function segment(text, lexicon) {
