@@ -691,6 +691,111 @@ def write_record(names: list[str], jobs: int = 2) -> dict:
     return record
 
 
+# --- a change of module paths only -------------------------------------------------
+
+
+def _canonical(cell: str) -> tuple[str, list[tuple[str, str]]]:
+    """A code cell without where it imports the package from: its syntax tree with
+    every import from ``transformer_edu`` taken out and every attribute chain that
+    starts at ``transformer_edu`` cut to its last name, and the names those imports
+    bound (imported name, bound name)."""
+    import ast
+
+    tree = ast.parse(cell)
+    bound: list[tuple[str, str]] = []
+
+    class Strip(ast.NodeTransformer):
+        def visit_ImportFrom(self, node):
+            if (node.module or "").split(".")[0] == "transformer_edu":
+                bound.extend((a.name, a.asname or a.name) for a in node.names)
+                return None
+            return node
+
+        def visit_Import(self, node):
+            ours = [a for a in node.names if a.name.split(".")[0] == "transformer_edu"]
+            bound.extend(
+                ("transformer_edu", a.asname or "transformer_edu") for a in ours
+            )
+            node.names = [a for a in node.names if a not in ours]
+            return node if node.names else None
+
+        def visit_Attribute(self, node):
+            chain, inner = [node.attr], node.value
+            while isinstance(inner, ast.Attribute):
+                chain.append(inner.attr)
+                inner = inner.value
+            if isinstance(inner, ast.Name) and inner.id == "transformer_edu":
+                return ast.Attribute(ast.Name("transformer_edu"), node.attr)
+            return self.generic_visit(node)
+
+    tree = Strip().visit(tree)
+    return ast.dump(tree), sorted(bound)
+
+
+def moved_imports_only(old: list[str], new: list[str]) -> str | None:
+    """Why code cells ``new`` are not ``old`` with only the package's module paths
+    changed (the package took folders: ``from transformer_edu.data import Vocab``
+    became ``from transformer_edu.toy.data import Vocab``), or None if they are:
+    the same cells, the same statements in the same order once those imports are
+    taken out, and the same names imported under the same names. Such a change
+    moves no number, so the record carries over (``--moved-from``)."""
+    if len(old) != len(new):
+        return f"{len(old)} code cells became {len(new)}"
+    for i, (a, b) in enumerate(zip(old, new, strict=True)):
+        (tree_a, names_a), (tree_b, names_b) = _canonical(a), _canonical(b)
+        if tree_a != tree_b:
+            return f"code cell {i} changed beyond its imports"
+        if names_a != names_b:
+            return f"code cell {i} imports other names: {names_a} -> {names_b}"
+    return None
+
+
+def carry_over(names: list[str], rev: str) -> list[str]:
+    """Carry each chapter's record over a change of module paths since git ``rev``:
+    where the record was made for the code at ``rev`` and the code changed only in
+    where it imports the package from, the record takes the new hash and notes the
+    old one (``moved_from``). Returns what could not be carried."""
+    import subprocess
+
+    import nbformat
+
+    record = json.loads(RECORD.read_text(encoding="utf8"))
+    problems = []
+    for name in names:
+        entry = record["chapters"].get(name)
+        new_hash = source_hash(name)
+        if entry is None or entry["source_sha256"] == new_hash:
+            continue
+        text = subprocess.run(
+            ["git", "show", f"{rev}:chapters/{name}.ipynb"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        nb = nbformat.reads(text, as_version=4)
+        old = [
+            c.source
+            for c in nb.cells
+            if c.cell_type == "code"
+            and "colab-install" not in c.metadata.get("tags", [])
+        ]
+        old_hash = hashlib.sha256(
+            json.dumps(old, ensure_ascii=False).encode()
+        ).hexdigest()
+        if old_hash != entry["source_sha256"]:
+            problems.append(f"{name}: its record is not of the code at {rev}")
+            continue
+        why = moved_imports_only(old, code_cells(name))
+        if why:
+            problems.append(f"{name}: {why}")
+            continue
+        entry["moved_from"] = [*entry.get("moved_from", []), old_hash]
+        entry["source_sha256"] = new_hash
+    RECORD.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("chapters", nargs="*", help="chapter names (default: all)")
@@ -706,11 +811,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--jobs", type=int, default=2, help="chapters run at once (--record)"
     )
+    parser.add_argument(
+        "--moved-from",
+        metavar="REV",
+        help="carry each record over a change of the package's module paths only, "
+        "since git REV (no run)",
+    )
     args = parser.parse_args(argv)
     if args.report:
         print_table(json.loads(args.report.read_text())["table"])
         return 0
     names = args.chapters or sorted(p.stem for p in CHAPTERS.glob("*.ipynb"))
+    if args.moved_from:
+        problems = carry_over(names, args.moved_from)
+        print("\n".join(problems) or "every record carried over")
+        return 1 if problems else 0
     if args.record:
         record = write_record(names, args.jobs)
         problems = record_problems(record, names)

@@ -320,3 +320,16 @@ def test_a_new_measurement_keeps_the_same_code_measured_on_other_cpus():
     assert "other_cpus" not in margins.with_other_cpus(
         {**new, "source_sha256": "b"}, kept
     )
+
+
+def test_a_record_carries_over_a_change_of_module_paths_only():
+    old = ["from transformer_edu.data import Vocab, make_batch\nimport torch\nv = Vocab()",
+           "p = transformer_edu.models.__file__\nx = 1"]  # fmt: skip
+    moved = ["import torch\n\nfrom transformer_edu.toy.data import Vocab, make_batch\n"
+             "v = Vocab()", "p = transformer_edu.tatoeba.weights.__file__\nx = 1"]  # fmt: skip
+    assert margins.moved_imports_only(old, moved) is None
+    other_name = [moved[0].replace("make_batch", "batches"), moved[1]]
+    assert "imports other names" in margins.moved_imports_only(old, other_name)
+    other_code = [moved[0], moved[1].replace("x = 1", "x = 2")]
+    assert "beyond its imports" in margins.moved_imports_only(old, other_code)
+    assert "cells became" in margins.moved_imports_only(old, moved[:1])

@@ -114,7 +114,7 @@ def test_held_out_split_is_new_combinations_of_seen_words():
 def test_shipped_file_equals_the_generator():
     shipped = (
         resources.files("transformer_edu")
-        .joinpath("corpus", "ja_en.tsv")
+        .joinpath("toy", "corpus", "ja_en.tsv")
         .read_text(encoding="utf-8")
     )
     assert shipped == corpus_text(), (

@@ -72,7 +72,7 @@ def test_a_listing_shows_where_it_comes_from():
     html = listing._repr_html_()
     assert f'class="{SOURCE_CLASS}"' in html
     assert f'data-source="{listing.where}"' in html
-    assert re.fullmatch(r"transformer_edu/attention\.py:\d+-\d+", listing.where)
+    assert re.fullmatch(r"transformer_edu/model/attention\.py:\d+-\d+", listing.where)
     assert "```python\n" + listing.text in listing._repr_markdown_()
 
 

@@ -13,7 +13,7 @@ from ..model.config import TransformerConfig
 from ..model.transformer import Transformer, make_config
 from .data import Vocab, load_corpus
 
-FORMAT = "transformer_edu.toy.checkpoint"
+FORMAT = "transformer_edu.checkpoint"  # the format's name, kept when the module moved
 VERSION = 1
 
 
