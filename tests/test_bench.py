@@ -6,9 +6,9 @@ import re
 import pytest
 import torch
 
-from transformer_edu.cli import main
 from transformer_edu.bench.model import TorchTransformerModel
 from transformer_edu.bench.tatoeba import tatoeba_train_step
+from transformer_edu.cli import main
 from transformer_edu.model.transformer import (
     Decoder,
     Encoder,

@@ -10,7 +10,6 @@ import math
 import pytest
 import torch
 
-from transformer_edu.cli import main
 from transformer_edu.browser.onnx_export import (
     DECODER_FILE,
     ENCODER_FILE,
@@ -19,6 +18,7 @@ from transformer_edu.browser.onnx_export import (
     beam_onnx,
     greedy_onnx,
 )
+from transformer_edu.cli import main
 from transformer_edu.decoding import beam_search, greedy_decode, translate
 from transformer_edu.toy.checkpoint import toy_model
 from transformer_edu.toy.data import Vocab, load_corpus
