@@ -9,7 +9,7 @@ Python functions by their bytecode, torch's own implementations also by name. A 
 to one of them from inside the learner's code fails the case, however the learner
 reached it.
 
-The grader calls the learner's code in another process (``exercises.grading``): a
+The grader calls the learner's code in another process (``grading``): a
 callable marked ``__transformer_edu_remote__`` runs there, and :func:`call` takes its
 exception's frames and the references it called from that process.
 """
