@@ -68,8 +68,8 @@ class TatoebaTrainConfig:
     # LayerNorm and the loss stay float32. None: all float32. "auto": bf16 where the
     # device multiplies it natively (a CPU with AVX-512 BF16 or AMX, an Ampere or later
     # GPU), else float32: a CPU without it emulates bf16, and a step took 24.7x
-    # float32's time with the kernels capped at AVX2 (DEVELOPING.md, "bf16 only where
-    # the CPU has it")
+    # float32's time with the kernels capped at AVX2 (docs/RESULTS.md, "bf16 only
+    # where the CPU has it")
     sync_every: int = 1  # read the step losses back (and, under DDP, rank 0's clock)
     # every this many steps: each read waits for a GPU to finish its queue; a CPU
     # computes in order anyway. Under DDP the learning rate's cool-down factor then

@@ -220,7 +220,8 @@ def train(
 
 
 # The default toy model and its training: 100 % exact match on the training pairs and
-# at least 99 % on the held-out ones in about 15 s on 2 CPU cores (DEVELOPING.md, "Measured").
+# at least 99 % on the held-out ones in about 15 s on 2 CPU cores (docs/RESULTS.md,
+# "The toy model, the benchmarks, decoding").
 # Chosen for that budget (the compute per step, not the steps, was the cost): one
 # encoder and one decoder layer with a wider feed-forward network; dropout only where
 # the paper puts it (sub-layer outputs, embeddings + PE: dropout's random numbers are a
