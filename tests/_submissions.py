@@ -18,10 +18,11 @@ import textwrap
 from pathlib import Path
 
 import nbformat
-from test_references import FORBIDDEN, answer_source  # tests/ is on sys.path
+from test_references import FORBIDDEN, answer_source, table_key  # tests/ is on sys.path
 
 from transformer_edu.exercises import BUG_ZOO
-from transformer_edu.grading import EXERCISES
+from transformer_edu.grading import EXERCISES, NAMES
+from transformer_edu.grading.submissions import _exercise_name
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTER = ROOT / "chapters" / "11_exercises.ipynb"
@@ -70,37 +71,18 @@ def with_answers(answers: dict[str, str], nb: dict | None = None) -> dict:
 
 
 def solved() -> dict[str, str]:
-    """Each exercise's solution, renamed to the stub's name."""
+    """Each exercise's solution, renamed to the stub's name (dot_score_solution:
+    dot_score, LayerNormSolution: MyLayerNorm)."""
+    sources = solution_cells()
     renames = {
-        "dot_score_solution": "dot_score",
-        "additive_score_solution": "additive_score",
-        "embed_solution": "embed",
-        "sinusoidal_solution": "sinusoidal",
-        "add_positions_solution": "add_positions",
-        "attention_solution": "attention",
-        "split_heads_solution": "split_heads",
-        "combine_heads_solution": "combine_heads",
-        "MultiHeadAttentionSolution": "MyMultiHeadAttention",
-        "look_ahead_mask_solution": "look_ahead_mask",
-        "pad_mask_solution": "pad_mask",
-        "LayerNormSolution": "MyLayerNorm",
-        "make_masks_solution": "make_masks",
-        "smooth_solution": "smooth",
-        "lr_at_solution": "lr_at",
-        "greedy_solution": "greedy",
-        "lp_solution": "lp",
-        "beam_solution": "beam",
-        "cached_step_solution": "cached_step",
-        "top_p_solution": "top_p",
-        "corpus_bleu_solution": "corpus_bleu",
-        "FeedForwardSolution": "MyFeedForward",
-        "EncoderLayerSolution": "MyEncoderLayer",
-        "DecoderLayerSolution": "MyDecoderLayer",
-        "TransformerSolution": "MyTransformer",
-        "train_loop_solution": "train_loop",
+        node.name: _exercise_name(node.name)
+        for code in sources
+        for node in ast.parse(code).body
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+        and _exercise_name(node.name) in NAMES
     }
     answers = {}
-    for code in solution_cells():
+    for code in sources:
         for old, new in sorted(renames.items(), key=lambda kv: -len(kv[0])):
             code = code.replace(old, new)
         first = next(n for n in ast.parse(code).body if hasattr(n, "name"))
@@ -137,8 +119,7 @@ def forbidden_answers() -> tuple[dict[str, str], dict[str, str]]:
     implementations, under the exercise's name; and the name its verdict must show."""
     answers, shown = {}, {}
     for ex in EXERCISES:
-        key = f"{ex.checker}[{ex.kind}]" if ex.kind else ex.checker
-        name, source = FORBIDDEN[key][0]
+        name, source = FORBIDDEN[table_key(ex)][0]
         answers[ex.name] = re.sub(r"\banswer\b", ex.name, answer_source(source))
         shown[ex.id] = name
     return answers, shown

@@ -34,6 +34,7 @@ from transformer_edu.decoding import (
 from transformer_edu.exercises import BUG_ZOO, CHECKERS, CheckResult
 from transformer_edu.exercises.bleu import corpus_bleu_reference
 from transformer_edu.exercises.harness import count_every_case, drawing, drawn_cases
+from transformer_edu.exercises.registry import EXERCISES
 from transformer_edu.model.transformer import Transformer, make_config
 from transformer_edu.modern.scaling import training_flops
 from transformer_edu.toy.training import noam_lr, smoothed_targets
@@ -458,7 +459,8 @@ SCORE_SOLUTIONS = {
     ).squeeze(-1),
 }
 
-CHECKERS_BUT_SCORE = sorted(set(CHECKERS) - {"check_score_function"})
+# the checkers that take no kind (check_score_function's kinds: SCORE_SOLUTIONS)
+CHECKERS_BUT_SCORE = sorted(set(CHECKERS) - {e.checker for e in EXERCISES if e.kind})
 
 
 def test_every_checker_has_a_reference_and_a_handwritten_solution():

@@ -6,7 +6,8 @@ building blocks passes.
 
 The two tables below are the list: per checker, the forbidden implementations (the
 name the verdict shows, and an answer that calls it) and answers built from allowed
-blocks. Each answer is source code that defines ``answer``, as a student's notebook
+blocks (test_registry fails while a registered checker, or an exercise's kind, has
+none). Each answer is source code that defines ``answer``, as a student's notebook
 cell would (test_grading grades one such notebook through the command line).
 """
 
@@ -20,6 +21,8 @@ import torch
 
 from transformer_edu import causal_mask
 from transformer_edu.exercises import CALLED_REFERENCE, CHECKERS, CheckResult
+from transformer_edu.exercises.registry import Exercise
+from transformer_edu.model.seq2seq import SCORE_FUNCTIONS
 
 # what every answer may use without importing it (the student notebook imports these)
 PRELUDE = """\
@@ -886,6 +889,11 @@ def load_answer(source: str):
     return namespace["answer"]
 
 
+def table_key(ex: Exercise) -> str:
+    """The tables' key for one of the grader's exercises: its checker, with its kind."""
+    return f"{ex.checker}[{ex.kind}]" if ex.kind else ex.checker
+
+
 def check(key: str, answer) -> CheckResult:
     """Run the checker ``key`` names ("check_score_function[dot]": with its kind)."""
     name, _, kind = key.partition("[")
@@ -901,11 +909,12 @@ ALLOWED_CASES = [
 ]
 
 
-def test_the_tables_cover_every_checker():
+def test_the_tables_cover_every_kind_of_score():
+    # every registered checker and exercise: test_registry; here, the kinds that no
+    # exercise grades too (general)
     for table in (FORBIDDEN, ALLOWED_BLOCKS):
-        assert {key.partition("[")[0] for key in table} == set(CHECKERS)
         kinds = {key for key in table if key.startswith("check_score_function[")}
-        assert len(kinds) == 3  # dot, general, additive
+        assert kinds == {f"check_score_function[{k}]" for k in SCORE_FUNCTIONS}
 
 
 @pytest.mark.parametrize(

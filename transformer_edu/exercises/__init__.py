@@ -30,18 +30,38 @@ however it was reached: an alias, a subclass, a method, ``functools.partial``.
 
 ``BUG_ZOO`` maps a name to a small wrong implementation (:class:`Bug`), the checker
 that catches it and a word its hint contains. ``CHECKERS`` maps checker names to
-checkers. ``use_attention(model, fn)`` plugs an attention function into a model.
+checkers, in the order the grader checks their exercises. ``use_attention(model,
+fn)`` plugs an attention function into a model.
 
 One module per chapter holds its checkers, the mistakes they recognise and that
 chapter's bugs (chapter 11's "build it yourself" exercises: ``assembly``, the
 feed-forward network and what the three share, ``use_layers`` among it; ``blocks``, the
-encoder and decoder layers; ``whole_model``); ``harness`` is what they share, ``zoo``
-the registry.
+encoder and decoder layers; ``whole_model``); ``harness`` is what they share.
+Each checker is registered by the decorator above it (``registry``): the exercise of
+chapter 11 it grades, the name the student defines, its points; ``CHECKERS`` and the
+grader's table of exercises are read from the registry, and each checker is
+importable from here under its name. ``zoo`` registers the bugs the same way.
 """
 
-from collections.abc import Callable
-
-from .assembly import check_feed_forward, load_package_weights, use_layers
+# the chapters' modules: importing each one registers its checkers and its bugs
+from . import (  # noqa: F401
+    assembly,
+    attention,
+    bleu,
+    blocks,
+    decoding,
+    embedding,
+    heads,
+    masks,
+    norm,
+    positional,
+    sampling,
+    scaling,
+    scores,
+    training,
+    whole_model,
+)
+from .assembly import load_package_weights, use_layers
 from .attention import (
     attention_mask_flipped,
     attention_mask_too_late,
@@ -50,38 +70,27 @@ from .attention import (
     attention_scale_multiplied,
     attention_softmax_query_axis,
     attention_undefined_names,
-    check_scaled_dot_product_attention,
     use_attention,
 )
-from .bleu import bleu_sentence_mean, check_corpus_bleu
+from .bleu import bleu_sentence_mean
 from .blocks import (
     DecoderLayerCrossFromX,
     DecoderLayerParts,
     EncoderLayerNormInBranch,
     EncoderLayerParts,
-    check_decoder_layer,
-    check_encoder_layer,
 )
 from .decoding import (
     BOS,
     EOS,
     beam_rank_by_last_token,
     cache_step_not_reordered,
-    check_beam_search,
-    check_cached_beam_step,
-    check_greedy_decode,
-    check_length_penalty,
     greedy_first_position,
     length_penalty_no_offset,
 )
-from .embedding import check_token_embedding
 from .harness import CALLED_REFERENCE, CheckResult, allow_references
 from .heads import (
     MHAProjectionsInAList,
     MHAViewWithoutTranspose,
-    check_combine_heads,
-    check_multi_head_attention,
-    check_split_heads,
     combine_heads_reshape_only,
     split_heads_view_only,
 )
@@ -89,91 +98,42 @@ from .masks import (
     causal_mask_no_diagonal,
     causal_mask_torch_polarity,
     causal_mask_upper,
-    check_causal_mask,
-    check_padding_mask,
-    check_transformer_masks,
     masks_causal_unused,
     masks_cross_from_target,
     padding_mask_pad_zero,
 )
 from .norm import (
-    check_layer_norm,
     layer_norm_eps_outside,
     layer_norm_unbiased,
     layer_norm_wrong_axis,
 )
 from .positional import (
     add_pe_seq_first,
-    check_add_positional_encoding,
-    check_positional_encoding,
     pe_angles_zeroed,
     pe_exponent_i,
     pe_sin_cos_swapped,
 )
-from .sampling import check_top_p, top_p_drops_crossing_token
+from .registry import CHECKERS
+from .sampling import top_p_drops_crossing_token
 from .scaling import (
-    check_training_flops,
     training_flops_both_stacks,
     training_flops_forward_only,
 )
-from .scores import check_score_function
 from .training import (
-    check_label_smoothing,
-    check_noam_lr,
-    check_train_loop,
     reference_loop,
     train_loop_no_zero_grad,
 )
-from .whole_model import TransformerNoScale, TransformerParts, check_transformer_forward
+from .whole_model import TransformerNoScale, TransformerParts
 from .zoo import BUG_ZOO, Bug
 
-CHECKERS: dict[str, Callable[..., CheckResult]] = {
-    f.__name__: f
-    for f in (
-        check_score_function,
-        check_token_embedding,
-        check_positional_encoding,
-        check_add_positional_encoding,
-        check_scaled_dot_product_attention,
-        check_split_heads,
-        check_combine_heads,
-        check_multi_head_attention,
-        check_causal_mask,
-        check_padding_mask,
-        check_layer_norm,
-        check_feed_forward,
-        check_encoder_layer,
-        check_transformer_masks,
-        check_decoder_layer,
-        check_transformer_forward,
-        check_label_smoothing,
-        check_noam_lr,
-        check_train_loop,
-        check_greedy_decode,
-        check_training_flops,
-        check_length_penalty,
-        check_beam_search,
-        check_cached_beam_step,
-        check_top_p,
-        check_corpus_bleu,
-    )
-}
+globals().update(CHECKERS)  # each checker under its own name: check_causal_mask, …
 
 __all__ = [
     "BOS", "BUG_ZOO", "CALLED_REFERENCE", "CHECKERS", "DecoderLayerParts", "EOS",
     "Bug", "CheckResult", "EncoderLayerParts", "TransformerParts",
     "allow_references", "load_package_weights", "reference_loop", "use_attention",
     "use_layers",
-    # the checkers, in chapter order
-    "check_score_function", "check_token_embedding", "check_positional_encoding",
-    "check_add_positional_encoding", "check_scaled_dot_product_attention",
-    "check_split_heads", "check_combine_heads", "check_multi_head_attention",
-    "check_causal_mask", "check_padding_mask", "check_layer_norm",
-    "check_feed_forward", "check_encoder_layer", "check_transformer_masks",
-    "check_decoder_layer", "check_transformer_forward", "check_label_smoothing",
-    "check_noam_lr", "check_train_loop", "check_greedy_decode",
-    "check_training_flops", "check_length_penalty", "check_beam_search",
-    "check_cached_beam_step", "check_top_p", "check_corpus_bleu",
+    *CHECKERS,  # the checkers, in the order the grader checks their exercises
     # the bugs of the zoo (also in BUG_ZOO[name].implementation)
     "DecoderLayerCrossFromX", "EncoderLayerNormInBranch", "MHAProjectionsInAList",
     "TransformerNoScale", "MHAViewWithoutTranspose", "add_pe_seq_first",

@@ -35,6 +35,7 @@ from .harness import (
     require_registered,
     run_cases,
 )
+from .registry import exercise
 
 TORCH_LAYERS = (
     (nn.TransformerEncoderLayer, "torch.nn.TransformerEncoderLayer"),
@@ -104,6 +105,10 @@ _FFN_MISTAKES = [
 ]
 
 
+# chapter=8: A.1–A.4 wire chapters 2, 3, 7 and 8 together, and are graded after
+# exercise 8 and before chapter 10's, whose checks run the package's layers inside a
+# model (a reference's calls count against its exercise in any later check too)
+@exercise("A.1", "MyFeedForward", points=1, chapter=8)
 def check_feed_forward(cls: type, quiet: bool = False) -> CheckResult:
     """Check a class ``cls(d_model, d_ff)`` whose ``forward(x)`` computes the paper's
     FFN(x) = W₂ ReLU(W₁ x + b₁) + b₂ on every position: (B, L, D) -> (B, L, D).

@@ -26,6 +26,7 @@ from .harness import (
     references,
     run_cases,
 )
+from .registry import exercise
 from .zoo import ARTICLE, COMMON, register
 
 SOFTMAX_OVER_QUERIES = (
@@ -130,6 +131,7 @@ def attention_error_hint(e: Exception) -> str | None:
     return None
 
 
+@exercise("4", "attention", points=2)
 def check_scaled_dot_product_attention(
     fn: Callable, quiet: bool = False
 ) -> CheckResult:

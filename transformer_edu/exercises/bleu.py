@@ -23,6 +23,7 @@ from .harness import (
     references,
     run_cases,
 )
+from .registry import exercise
 from .zoo import COMMON, register
 
 
@@ -56,6 +57,7 @@ def corpus_bleu_reference(hyps: list[list[str]], refs: list[list[str]]) -> float
     )
 
 
+@exercise("10.6", "corpus_bleu", points=2)
 def check_corpus_bleu(fn: Callable, quiet: bool = False) -> CheckResult:
     """Check ``fn(hyps, refs)`` -> corpus BLEU in 0-100 against sacreBLEU
     (``tokenize="none"``, no smoothing), for lists of token lists, one reference per

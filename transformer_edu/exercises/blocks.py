@@ -36,6 +36,7 @@ from .harness import (
     references,
     run_cases,
 )
+from .registry import exercise
 from .zoo import COMMON, register
 
 # torch's fused encoder layer (nn.TransformerEncoderLayer's fast path) by its name
@@ -147,6 +148,7 @@ def _decoder_variant(ref: DecoderLayer, x: Tensor, memory: Tensor, tgt_mask: Ten
     return _sublayer(x, ref.ffn, norms[2], ffn_style)
 
 
+@exercise("A.2", "MyEncoderLayer", points=2, chapter=8)
 def check_encoder_layer(cls: type, quiet: bool = False) -> CheckResult:
     """Check a class ``cls(d_model, n_heads, d_ff, dropout=0.1, norm_first=False)``
     whose ``forward(x, src_mask=None)`` is one encoder layer: self-attention, then
@@ -173,6 +175,7 @@ def check_encoder_layer(cls: type, quiet: bool = False) -> CheckResult:
     return run_cases("check_encoder_layer", cases, quiet, LAYER_REFERENCES)
 
 
+@exercise("A.3", "MyDecoderLayer", points=3, chapter=8)
 def check_decoder_layer(cls: type, quiet: bool = False) -> CheckResult:
     """Check a class ``cls(d_model, n_heads, d_ff, dropout=0.1, norm_first=False)``
     whose ``forward(x, memory, tgt_mask=None, memory_mask=None)`` is one decoder

@@ -37,6 +37,7 @@ from .harness import (
     references,
     run_cases,
 )
+from .registry import exercise
 from .zoo import COMMON, register
 
 BOS, EOS, PAD = Vocab.BOS, Vocab.EOS, Vocab.PAD
@@ -114,6 +115,7 @@ def _greedy_variant(model: nn.Module, src: Tensor, max_len: int, position: int):
     return [row[: row.index(EOS) + 1] if EOS in row else row for row in rows]
 
 
+@exercise("10.1", "greedy", points=3)
 def check_greedy_decode(fn: Callable, quiet: bool = False) -> CheckResult:
     """Check ``fn(model, src, max_len)`` -> list of ids: greedy decoding of one
     sentence src (1, S), without BOS, up to and including EOS (or max_len ids).
@@ -228,6 +230,7 @@ def greedy_first_position(model, src, max_len):
 LENGTH_PENALTY_REFERENCES = references(length_penalty)
 
 
+@exercise("10.2", "lp", points=1)
 def check_length_penalty(fn: Callable, quiet: bool = False) -> CheckResult:
     """Check ``fn(length, alpha)`` -> Wu et al.'s lp(Y) = ((5 + |Y|) / 6) ** α, the
     divisor of a finished hypothesis's summed log-probability (α = 0: 1)."""
@@ -345,6 +348,7 @@ class _MarkovTranslator(_ScriptedTranslator):
         return {to[p]: [(to[t], q) for t, q in row] for p, row in cls.TRAP.items()}
 
 
+@exercise("10.3", "beam", points=3)
 def check_beam_search(fn: Callable, quiet: bool = False) -> CheckResult:
     """Check ``fn(model, src, beam_size, max_len)`` -> the best hypothesis's ids: beam
     search of one sentence src (1, S) ranked by the summed log-probability (no length
@@ -443,6 +447,7 @@ CACHE_STEP_REFERENCES = references(
 )
 
 
+@exercise("10.4", "cached_step", points=2)
 def check_cached_beam_step(fn: Callable, quiet: bool = False) -> CheckResult:
     """Check ``fn(model, ys, memory, src_mask, cache, parents)`` -> (log-probs (k, V),
     cache): one beam step with the package's KV cache.

@@ -20,6 +20,7 @@ from .harness import (
     references,
     run_cases,
 )
+from .registry import exercise
 
 # the lookup is the exercise too: torch's embedding (F.embedding, torch.embedding,
 # F.embedding_bag, …) by name; indexing weight[tokens] is the building block
@@ -31,6 +32,7 @@ EMBEDDING_REFERENCES = references(
 )
 
 
+@exercise("2", "embed", points=1)
 def check_token_embedding(fn: Callable, quiet: bool = False) -> CheckResult:
     """Check ``fn(tokens, weight, pad_idx)`` -> (B, L, D): the rows of ``weight``
     (V, D) for each token, times sqrt(D), and exactly zero at padding positions."""

@@ -27,6 +27,7 @@ from .harness import (
     require_registered,
     run_cases,
 )
+from .registry import exercise
 from .zoo import ARTICLE, COMMON, register
 
 SPLIT_WITHOUT_TRANSPOSE = (
@@ -58,6 +59,7 @@ def _reshape_error_hint(e: Exception) -> str | None:
 # --- split and combine ----------------------------------------------------------------
 
 
+@exercise("5.1a", "split_heads", points=1)
 def check_split_heads(fn: Callable, quiet: bool = False) -> CheckResult:
     """Check ``fn(x, n_heads)``: (B, T, D) -> (B, H, T, Dh), where head h holds the
     features h·Dh … (h+1)·Dh - 1 of every token (``MultiHeadAttention.split_heads``)."""
@@ -97,6 +99,7 @@ def _run_split(fn: Callable, B: int, T: int, D: int, H: int) -> None:
     )
 
 
+@exercise("5.1b", "combine_heads", points=1)
 def check_combine_heads(fn: Callable, quiet: bool = False) -> CheckResult:
     """Check ``fn(x)``: (B, H, T, Dh) -> (B, T, H·Dh), the inverse of split_heads."""
     cases = [
@@ -197,6 +200,7 @@ _MHA_MISTAKES = [  # (hint, the _mha_variant arguments that make the mistake)
 ]
 
 
+@exercise("5.2", "MyMultiHeadAttention", points=3)
 def check_multi_head_attention(cls: type, quiet: bool = False) -> CheckResult:
     """Check a class ``cls(d_model, n_heads)`` whose ``forward(query, key, value,
     mask=None)`` returns (B, T, D) (or (out, weights)) against ``MultiHeadAttention``.

@@ -25,6 +25,7 @@ from .harness import (
     references,
     run_cases,
 )
+from .registry import exercise
 from .zoo import COMMON, register
 
 POLARITY_FLIPPED = (
@@ -56,6 +57,7 @@ MASKS_REFERENCES = references(target_mask)  # padding_mask and causal_mask are g
 # --- the look-ahead mask ------------------------------------------------------------
 
 
+@exercise("6.1", "look_ahead_mask", points=1)
 def check_causal_mask(fn: Callable, quiet: bool = False) -> CheckResult:
     """Check ``fn(T)`` -> boolean (T, T) or (1, 1, T, T) look-ahead mask, True = may
     attend: row t (a query) may see columns 0 … t (keys), itself included."""
@@ -126,6 +128,7 @@ def _run_causal(fn: Callable, T: int) -> None:
 # --- the padding mask ---------------------------------------------------------------
 
 
+@exercise("6.2", "pad_mask", points=1)
 def check_padding_mask(fn: Callable, quiet: bool = False) -> CheckResult:
     """Check ``fn(tokens, pad_idx)`` -> boolean (B, 1, 1, S), True at real tokens
     (keys that may be attended), for tokens (B, S)."""
@@ -210,6 +213,7 @@ def _run_padding(fn: Callable, tokens: list[list[int]], pad: int) -> None:
 # --- the three masks of an encoder-decoder (chapter 8) ------------------------------
 
 
+@exercise("8", "make_masks", points=2)
 def check_transformer_masks(fn: Callable, quiet: bool = False) -> CheckResult:
     """Check ``fn(src, tgt, pad_idx)`` -> (src_mask, tgt_mask, memory_mask), the masks
     of encoder self-attention, decoder self-attention and cross-attention.

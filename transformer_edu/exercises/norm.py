@@ -22,6 +22,7 @@ from .harness import (
     references,
     run_cases,
 )
+from .registry import exercise
 from .zoo import COMMON, register
 
 EPS = 1e-5  # nn.LayerNorm's default
@@ -91,6 +92,7 @@ _MISTAKES = [  # (hint, the _norm_variant arguments that make the mistake)
 ]
 
 
+@exercise("7", "MyLayerNorm", points=2)
 def check_layer_norm(fn_or_class: Callable | type, quiet: bool = False) -> CheckResult:
     """Check a LayerNorm: a function ``fn(x, weight, bias, eps=1e-5)`` or a class
     ``cls(d_model, eps=1e-5)`` with parameters weight/bias (or gamma/beta, a_2/b_2).

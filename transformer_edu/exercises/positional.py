@@ -26,6 +26,7 @@ from .harness import (
     references,
     run_cases,
 )
+from .registry import exercise
 from .zoo import ARTICLE, COMMON, register
 
 TABLE_REFERENCES = references(sinusoidal_table, SinusoidalPositionalEncoding)
@@ -106,6 +107,7 @@ _TABLE_MISTAKES = [  # (hint, the _table_variant arguments that make the mistake
 ]
 
 
+@exercise("3.1", "sinusoidal", points=2)
 def check_positional_encoding(fn: Callable, quiet: bool = False) -> CheckResult:
     """Check ``fn(max_len, d_model)`` -> the (max_len, d_model) sinusoidal table:
     PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(pos / 10000^(2i/D))."""
@@ -154,6 +156,7 @@ def _odd_d_model_hint(e: Exception) -> str:
     )
 
 
+@exercise("3.2", "add_positions", points=1)
 def check_add_positional_encoding(fn: Callable, quiet: bool = False) -> CheckResult:
     """Check ``fn(x, table)`` -> x + PE for batch-first x (B, T, D) and a table
     (max_len, D): every sentence gets row t of the table added at position t."""

@@ -22,11 +22,13 @@ from .harness import (
     references,
     run_cases,
 )
+from .registry import exercise
 from .zoo import COMMON, register
 
 TOP_P_REFERENCES = references(next_token_probs)
 
 
+@exercise("10.5", "top_p", points=1)
 def check_top_p(fn: Callable, quiet: bool = False) -> CheckResult:
     """Check ``fn(logits, top_p)`` -> probabilities (n, V): softmax(logits) restricted
     to the most probable tokens whose mass first reaches ``top_p`` (the token that

@@ -19,6 +19,7 @@ from .harness import (
     references,
     run_cases,
 )
+from .registry import checker
 from .zoo import COMMON, register
 
 FLOPS_REFERENCES = references(training_flops, non_embedding_params, layer_params)
@@ -32,6 +33,7 @@ CASES = [
 ]
 
 
+@checker  # chapter 13's exercise 8: not graded in chapter 11
 def check_training_flops(fn: Callable, quiet: bool = False) -> CheckResult:
     """Check ``fn(d_model, n_layers, d_ff, src_tokens, tgt_tokens)`` -> the FLOPs of
     training the book's post-LN encoder–decoder (``n_layers`` layers in each stack) on

@@ -20,6 +20,7 @@ from .harness import (
     references,
     run_cases,
 )
+from .registry import exercise
 
 SCORES_TRANSPOSED = (
     "the scores come out as (B, S, T), transposed: rows are the T queries, columns "
@@ -32,6 +33,8 @@ SCORE_REFERENCES = references(*SCORE_FUNCTIONS.values())
 _LAYERS = {"dot": (), "general": ("W",), "additive": ("W1", "W2", "v")}
 
 
+@exercise("1.1", "dot_score", points=1, kind="dot")
+@exercise("1.2", "additive_score", points=2, kind="additive")
 def check_score_function(
     fn: Callable, kind: str = "dot", quiet: bool = False
 ) -> CheckResult:

@@ -37,12 +37,14 @@ from .harness import (
     references,
     run_cases,
 )
+from .registry import exercise
 from .zoo import COMMON, register
 
 SMOOTHING_REFERENCES = references(smoothed_targets)
 NOAM_REFERENCES = references(noam_lr)
 
 
+@exercise("9.1", "smooth", points=1)
 def check_label_smoothing(fn: Callable, quiet: bool = False) -> CheckResult:
     """Check ``fn(target, vocab_size, smoothing)`` -> (N, V) target distributions:
     (1 - ε) one-hot + ε / V, what ``F.cross_entropy(label_smoothing=ε)`` trains to."""
@@ -104,6 +106,7 @@ def _other_schedule(rng: random.Random, row: tuple) -> tuple:
     return rng.choice([32, 64, 128, 256, 512, 768, 1024]), rng.randint(10, 8000)
 
 
+@exercise("9.2", "lr_at", points=1)
 def check_noam_lr(fn: Callable, quiet: bool = False) -> CheckResult:
     """Check ``fn(step, d_model, warmup)`` -> the paper's learning rate
     d_model^-0.5 · min(step^-0.5, step · warmup^-1.5) for steps >= 1."""
@@ -242,6 +245,9 @@ def _loop_batches(n: int, B: int, S: int, T: int, V_src: int, V_tgt: int,
     return out
 
 
+# chapter=9: graded after 9.2, whose reference, noam_lr, may serve the loop (and
+# count against 9.2)
+@exercise("A.5", "train_loop", points=3, chapter=9)
 def check_train_loop(fn: Callable, quiet: bool = False) -> CheckResult:
     """Check ``fn(model, batches, d_model, warmup, lr_factor=1.0, smoothing=0.1,
     clip=1.0)``, which trains ``model`` one step per ``(src, tgt)`` batch (``tgt`` is

@@ -33,6 +33,7 @@ from .harness import (
     references,
     run_cases,
 )
+from .registry import exercise
 from .zoo import COMMON, register
 
 # --- the whole model: embeddings, positions, masks, the stacks, the generator ---------
@@ -108,6 +109,7 @@ def _model_variant(ref: Transformer, src: Tensor, tgt: Tensor, mistake: str) -> 
     return logits.log_softmax(-1) if mistake == "log_softmax" else logits
 
 
+@exercise("A.4", "MyTransformer", points=3, chapter=8)
 def check_transformer_forward(cls: type, quiet: bool = False) -> CheckResult:
     """Check a class ``cls(src_vocab, tgt_vocab, d_model, n_heads, d_ff, n_layers,
     dropout=0.1, norm_first=False, pad_idx=0, max_len=64)`` whose ``encode(src)``

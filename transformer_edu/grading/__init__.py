@@ -18,7 +18,8 @@ here and compared here. Each student's grades are written (``report``) once thei
 runner, and every process it could have left behind, is gone; whatever goes wrong
 with one notebook becomes that student's rows, and the run goes on.
 
-Adding a graded exercise needs no change to the grader's machinery:
+Adding a graded exercise needs no change to the grader's machinery, and no table
+to edit: it is read from the checkers' registry (``exercises.registry``).
 
 1. Write its checker beside the chapter's others (``exercises/<topic>.py``), as they
    are written: ``check_x(fn, quiet=False, **options) -> CheckResult`` over
@@ -28,15 +29,25 @@ Adding a graded exercise needs no change to the grader's machinery:
    (the grader's runner watches the same tables); its random inputs come from
    ``harness.randn``, ``manual_seed`` or ``generator`` and its tables of sizes,
    tokens or numbers pass through ``harness.drawn(table, draw_a_row)``, so that the
-   grader's second pass checks other cases of the same kinds. Register it in
-   ``exercises.CHECKERS``.
-2. Add its line to ``EXERCISES`` below: the id as chapter 11 numbers it, the name the
-   student defines, the checker's key in ``CHECKERS``, the points (its stars), and
-   the ``kind`` option if the checker takes one.
-3. Tests: its forbidden and allowed answers in ``tests/test_references.py`` (a test
-   fails while a checker has none), its solution's name in ``solved()`` of
-   ``tests/_submissions.py``; ``tests/test_exercises.py`` then checks that its drawn
-   cases pass correct code and fail a table of the fixed cases' answers.
+   grader's second pass checks other cases of the same kinds. Above it, the
+   decorator that registers it: ``@exercise("6.1", "look_ahead_mask", points=1)``,
+   the id as chapter 11 numbers it, the name the student defines, the points (its
+   stars); ``kind=`` if the checker takes one; ``chapter=`` for a build-it-yourself
+   exercise (A.n), the chapter it is graded with. The grader's ``EXERCISES`` (in
+   the order it grades them: by chapter, a chapter's A.n after its numbered ones),
+   ``exercises.CHECKERS`` and ``from transformer_edu.exercises import check_x``
+   follow. (A new topic module: one line in ``exercises/__init__.py``'s list.)
+2. Add its cells to chapter 11 (``chapters/11_exercises.ipynb``): its row in the
+   table of exercises, its heading ``### Exercise 6.1 ★ …`` (as many stars as
+   points), the task, the stub that calls the checker on the student's name, the
+   solution (tagged ``solution``) and its box "What the checker catches"; then
+   ``make translations`` and ``make student`` (the Japanese edition, the student and
+   solutions editions).
+3. Tests: its forbidden and allowed answers in ``tests/test_references.py`` and its
+   reference and a handwritten answer in ``tests/test_exercises.py`` (tests fail while
+   a registered checker has none, and while chapter 11 lacks its id, its stars or its
+   stub: ``tests/test_registry.py``); ``tests/test_exercises.py`` then checks that its
+   drawn cases pass correct code and fail a table of the fixed cases' answers.
 
 What crosses to the student's process: the arguments ``call`` passes are pickled
 (tensors, numbers, lists, the package's modules, a model included; a lambda or a
@@ -65,6 +76,7 @@ from ..exercises.harness import (
     count_every_case,
     drawn_cases,
 )
+from ..exercises.registry import EXERCISES, Exercise
 from .judge import RunnerGone, Warden, proxy
 from .mirror import StudentExit
 from .report import Row, table, write_all
@@ -84,48 +96,6 @@ MAX_RESTARTS = 10  # fresh runners for one notebook after its first
 OUTPUT_LIMIT = 4000  # characters printed in one check before the grader notes it
 
 
-@dataclass(frozen=True)
-class Exercise:
-    """One graded item: the name the student defines and the checker that grades it."""
-
-    id: str  # as numbered in the chapter, e.g. "6.1"
-    name: str  # the function or class the student writes
-    checker: str  # a key of exercises.CHECKERS
-    points: int  # the exercise's stars
-    kind: str | None = None  # check_score_function's kind
-
-
-EXERCISES = [
-    Exercise("1.1", "dot_score", "check_score_function", 1, "dot"),
-    Exercise("1.2", "additive_score", "check_score_function", 2, "additive"),
-    Exercise("2", "embed", "check_token_embedding", 1),
-    Exercise("3.1", "sinusoidal", "check_positional_encoding", 2),
-    Exercise("3.2", "add_positions", "check_add_positional_encoding", 1),
-    Exercise("4", "attention", "check_scaled_dot_product_attention", 2),
-    Exercise("5.1a", "split_heads", "check_split_heads", 1),
-    Exercise("5.1b", "combine_heads", "check_combine_heads", 1),
-    Exercise("5.2", "MyMultiHeadAttention", "check_multi_head_attention", 3),
-    Exercise("6.1", "look_ahead_mask", "check_causal_mask", 1),
-    Exercise("6.2", "pad_mask", "check_padding_mask", 1),
-    Exercise("7", "MyLayerNorm", "check_layer_norm", 2),
-    Exercise("8", "make_masks", "check_transformer_masks", 2),
-    # the layers before decoding: a reference's calls count against its exercise in
-    # any later check too, and 10.1–10.4 run the package's layers inside a model
-    Exercise("A.1", "MyFeedForward", "check_feed_forward", 1),
-    Exercise("A.2", "MyEncoderLayer", "check_encoder_layer", 2),
-    Exercise("A.3", "MyDecoderLayer", "check_decoder_layer", 3),
-    Exercise("A.4", "MyTransformer", "check_transformer_forward", 3),
-    Exercise("9.1", "smooth", "check_label_smoothing", 1),
-    Exercise("9.2", "lr_at", "check_noam_lr", 1),
-    # after 9.2: its reference, noam_lr, may serve the loop (and count against 9.2)
-    Exercise("A.5", "train_loop", "check_train_loop", 3),
-    Exercise("10.1", "greedy", "check_greedy_decode", 3),
-    Exercise("10.2", "lp", "check_length_penalty", 1),
-    Exercise("10.3", "beam", "check_beam_search", 3),
-    Exercise("10.4", "cached_step", "check_cached_beam_step", 2),
-    Exercise("10.5", "top_p", "check_top_p", 1),
-    Exercise("10.6", "corpus_bleu", "check_corpus_bleu", 2),
-]
 NAMES = {e.name for e in EXERCISES}
 IDS = [e.id for e in EXERCISES]
 
