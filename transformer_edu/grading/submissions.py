@@ -385,7 +385,7 @@ def _label(node: ast.stmt, cell: int) -> str:
 # exercises' (``attention``, ``MyLayerNorm``), is noted on its row for the teacher. It
 # changes no points: a renamed variable is enough to pass it, and a one-line answer
 # can be written so independently. See the teacher's guide.
-SOLUTIONS_SOURCE = Path(__file__).resolve().parents[3] / "chapters" / f"{CHAPTER}.ipynb"
+SOLUTIONS_SOURCE = Path(__file__).resolve().parents[2] / "chapters" / f"{CHAPTER}.ipynb"
 
 
 def _exercise_name(name: str) -> str:
