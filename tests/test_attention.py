@@ -150,6 +150,16 @@ def test_bad_inputs_give_clear_errors():
 # --- grouped-query attention, RoPE and ALiBi inside it (chapter 13) ------------------
 
 
+def test_gqa_runs_the_one_forward_of_multi_head_attention():
+    assert GroupedQueryAttention.forward is MultiHeadAttention.forward
+    gqa = GroupedQueryAttention(16, 4, n_kv_heads=2, position="rope")
+    x = torch.randn(2, 5, 16)
+    with pytest.raises(ValueError, match="key must be"):
+        gqa(x, torch.randn(3, 5, 16), torch.randn(3, 5, 16))
+    with pytest.raises(ValueError, match="empty sequence"):
+        gqa(torch.randn(2, 0, 16))
+
+
 @pytest.mark.parametrize("fast", [False, True])
 def test_gqa_with_h_groups_is_multi_head_attention(fast):
     torch.manual_seed(0)

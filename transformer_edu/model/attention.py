@@ -6,7 +6,8 @@ through ``F.scaled_dot_product_attention`` (nanoGPT's ``flash`` flag). Tests pro
 they agree. Masks are boolean with True = may attend (see ``masks.py``).
 
 ``GroupedQueryAttention`` is the same attention as models write it since 2017
-(chapter 13): fewer key/value heads than query heads, and positions inside attention.
+(chapter 13): fewer key/value heads than query heads, and positions inside attention;
+it runs ``MultiHeadAttention.forward``, where both are one step each.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..modern.alibi import alibi_bias
+from ..modern.alibi import alibi_bias, alibi_mask
 from ..modern.rope import apply_rotary
 from .masks import causal_mask, check_mask, combine_masks
 
@@ -64,6 +65,8 @@ class MultiHeadAttention(nn.Module):
     ``attn_weights`` (B, H, T, S); it switches to the reference path, so it costs
     nothing when off. ``fast=False`` forces the reference path.
     """
+
+    position: str | None = None  # "rope", "alibi": GroupedQueryAttention's (chapter 13)
 
     def __init__(
         self,
@@ -154,14 +157,24 @@ class MultiHeadAttention(nn.Module):
             mask = combine_masks(mask, causal_mask(T, query.device, key_size=S))
         if mask is not None:
             check_mask(mask, B, self.n_heads, T, S)
+        bias = None  # the paper adds positions to the embeddings, not in here
+        if self.position is not None:  # RoPE rotates q and k, ALiBi biases the scores
+            q, k, bias = self.position_inside(q, k)
+        if k.size(1) != self.n_heads:
+            # for GQA (chapter 13): each of the G key/value heads serves the H / G
+            # query heads of its group, in a row; for MHA (G = H) this is a no-op
+            group = self.n_heads // k.size(1)
+            k = k.repeat_interleave(group, dim=1)  # (B, H, S, Dh)
+            v = v.repeat_interleave(group, dim=1)
         p = self.dropout if self.training else 0.0  # no dropout in eval mode
         if self.record_weights or not self.fast:
             # the reference path, written out step by step; it returns the weights
-            out, weights = scaled_dot_product_attention(q, k, v, mask, p)
+            out, weights = scaled_dot_product_attention(q, k, v, mask, p, bias)
             self.attn_weights = weights.detach() if self.record_weights else None
         else:
             # the fast path: PyTorch's fused kernel, same result, no weights
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+            fused = mask if bias is None else alibi_mask(bias, mask)  # a float mask
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=fused, dropout_p=p)
             if mask is not None:
                 # a query with no allowed key gets 0, as on the reference path
                 out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
@@ -238,71 +251,19 @@ class GroupedQueryAttention(MultiHeadAttention):
         v = self.v_proj(value).view(B, S, self.n_kv_heads, self.d_k).transpose(1, 2)
         return k, v  # (B, G, S, Dh) each
 
-    def forward(
-        self,
-        query: Tensor,
-        key: Tensor | None = None,
-        value: Tensor | None = None,
-        attn_mask: Tensor | None = None,
-        is_causal: bool = False,
-        kv: tuple[Tensor, Tensor] | None = None,
-    ) -> Tensor:
-        """As ``MultiHeadAttention.forward``. For RoPE and ALiBi the keys sit at
-        positions 0..S-1 and the queries are the last T of them (self-attention,
-        with or without a cache).
+    def position_inside(
+        self, q: Tensor, k: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """RoPE: q and k rotated by their positions; ALiBi: a bias for the scores.
 
-        Shape: query (B, T, D), key and value (B, S, D) -> (B, T, D).
+        The keys sit at positions 0..S-1 and the queries are the last T of them
+        (self-attention, with or without a cache).
+        Shape: q (B, H, T, Dh), k (B, G, S, Dh) -> the same two, bias (H, T, S) or None.
         """
-        if query.dim() != 3 or query.size(-1) != self.d_model:
-            raise ValueError(
-                f"query must be (B, T, d_model={self.d_model}), got {tuple(query.shape)}"
-            )
-        if kv is None:
-            key = query if key is None else key
-            value = key if value is None else value
-            expected = (query.shape[0], key.shape[1], self.d_model)
-            if key.dim() != 3 or key.shape != value.shape or key.shape != expected:
-                raise ValueError(
-                    f"key and value must be (B={query.shape[0]}, S, "
-                    f"d_model={self.d_model}), got {tuple(key.shape)} and "
-                    f"{tuple(value.shape)}"
-                )
-        B, T, _ = query.shape
-        # 1) project: H query heads, G key/value heads
-        q = self.project_q(query)  # (B, H, T, Dh)
-        k, v = self.project_kv(key, value) if kv is None else kv  # (B, G, S, Dh)
-        S = k.size(2)
-        if T == 0 or S == 0:
-            raise ValueError(f"attention over an empty sequence: T={T}, S={S}")
+        T, S = q.size(2), k.size(2)
         k_pos = torch.arange(S, device=q.device)  # where the keys sit...
         q_pos = k_pos[S - T :]  # ...and the queries: the last T of them
         if self.position == "rope":  # rotate each by its own position
-            q, k = apply_rotary(q, q_pos), apply_rotary(k, k_pos)
-        if self.n_kv_heads != self.n_heads:
-            # each key/value head serves the H / G query heads of its group, in a row
-            group = self.n_heads // self.n_kv_heads
-            k = k.repeat_interleave(group, dim=1)  # (B, H, S, Dh)
-            v = v.repeat_interleave(group, dim=1)
-        # 2) attend in every head at once, to the keys the mask allows
-        mask = attn_mask
-        if is_causal:
-            mask = combine_masks(mask, causal_mask(T, query.device, key_size=S))
-        if mask is not None:
-            check_mask(mask, B, self.n_heads, T, S)
-        bias = None
-        if self.position == "alibi":  # -m_h |i - j| for every head: (H, T, S)
-            bias = alibi_bias(self.n_heads, q_pos, k_pos).to(q.dtype)
-        p = self.dropout if self.training else 0.0  # no dropout in eval mode
-        if self.record_weights or not self.fast:
-            out, weights = scaled_dot_product_attention(q, k, v, mask, p, bias)
-            self.attn_weights = weights.detach() if self.record_weights else None
-        else:
-            fused = mask  # PyTorch's kernel adds a float mask to the scores
-            if bias is not None:
-                blocked = torch.finfo(bias.dtype).min
-                fused = bias if mask is None else bias.masked_fill(~mask, blocked)
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=fused, dropout_p=p)
-            if mask is not None:
-                out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
-        # 3) concatenate the heads and mix them with W_o
-        return self.out_proj(self.combine_heads(out))  # (B, T, D)
+            return apply_rotary(q, q_pos), apply_rotary(k, k_pos), None
+        bias = alibi_bias(self.n_heads, q_pos, k_pos).to(q.dtype)  # -m_h |i - j|
+        return q, k, bias

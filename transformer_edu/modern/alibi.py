@@ -41,3 +41,14 @@ def alibi_bias(n_heads: int, q_positions: Tensor, k_positions: Tensor) -> Tensor
     distance = (i - j).abs()[..., None, :, :].float()  # (.., 1, T, S)
     slopes = alibi_slopes(n_heads).to(distance.device)  # (H,)
     return -slopes[:, None, None] * distance  # (.., H, T, S)
+
+
+def alibi_mask(bias: Tensor, mask: Tensor | None) -> Tensor:
+    """The bias as the float mask that PyTorch's fused kernel adds to the scores, keys
+    that ``mask`` blocks (True = may attend) at the dtype's most negative value.
+
+    Shape: bias (H, T, S), mask broadcastable to (B, H, T, S) -> (B, H, T, S).
+    """
+    if mask is None:
+        return bias
+    return bias.masked_fill(~mask, torch.finfo(bias.dtype).min)
