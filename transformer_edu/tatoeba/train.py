@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 from ..decoding import beam_search_batch, greedy_decode
 from ..metrics import Score, bleu, chrf
 from ..model.transformer import Transformer, make_model
-from ..toy.data import Vocab
+from ..toy.data import Vocab, pad_rows
 from ..toy.training import cooldown_factor, noam_lr, paper_adam, pick_device
 from .data import (
     Encoded,
@@ -236,9 +236,7 @@ def translate_batch(
     for i in range(0, len(order), size):
         chunk = order[i : i + size]
         ids = tok.encode_batch([sentences[j] for j in chunk])
-        src = torch.full((len(ids), max(map(len, ids))), Vocab.PAD, dtype=torch.long)
-        for r, row in enumerate(ids):
-            src[r, : len(row)] = torch.tensor(row)
+        src = pad_rows(ids)  # (B, S)
         if beam > 1:
             hyps = beam_search_batch(model, src.to(device), beam, alpha=alpha,
                                      max_len=[len(row) + 50 for row in ids])  # fmt: skip

@@ -330,7 +330,7 @@ class Batch(NamedTuple):
 def pad_rows(rows: list[list[int]]) -> Tensor:
     """Rows of ids, right-padded with PAD to the longest: (len(rows), longest)."""
     width = max(map(len, rows))
-    # one tensor from padded lists: a tensor per row cost a toy epoch 30 ms
+    # one tensor from padded lists: faster than a tensor per row copied into place
     return torch.tensor([[*row, *[Vocab.PAD] * (width - len(row))] for row in rows],
                         dtype=torch.long)  # fmt: skip
 
