@@ -203,8 +203,8 @@ FORBIDDEN: dict[str, list[tuple[str, str]]] = {
             from transformer_edu.model.embeddings import _PositionalEncoding
             class Table(_PositionalEncoding):
                 def __init__(self, table):
-                    super().__init__()
-                    self.t, self.max_len, self.dropout = table, len(table), nn.Identity()
+                    super().__init__(table.size(1), len(table))
+                    self.t, self.dropout = table, nn.Identity()
                 def table(self):
                     return self.t
             def answer(x, table):

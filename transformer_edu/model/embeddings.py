@@ -87,7 +87,10 @@ def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
 class _PositionalEncoding(nn.Module):
     """Shared forward: add PE for positions offset..offset+L-1, then dropout."""
 
-    max_len: int
+    def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0):
+        super().__init__()
+        self.d_model, self.max_len = d_model, max_len
+        self.dropout = nn.Dropout(dropout)
 
     def table(self) -> Tensor:
         raise NotImplementedError
@@ -108,9 +111,7 @@ class SinusoidalPositionalEncoding(_PositionalEncoding):
     """The paper's fixed sin/cos encoding, added to the embeddings (a buffer, not learned)."""
 
     def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0):
-        super().__init__()
-        self.d_model, self.max_len = d_model, max_len
-        self.dropout = nn.Dropout(dropout)
+        super().__init__(d_model, max_len, dropout)
         self.register_buffer("pe", sinusoidal_table(max_len, d_model), persistent=False)
 
     def table(self) -> Tensor:
@@ -121,9 +122,7 @@ class LearnedPositionalEncoding(_PositionalEncoding):
     """One trained vector per position (BERT, GPT-2); knows nothing beyond max_len."""
 
     def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0):
-        super().__init__()
-        self.d_model, self.max_len = d_model, max_len
-        self.dropout = nn.Dropout(dropout)
+        super().__init__(d_model, max_len, dropout)
         self.pe = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
 
     def table(self) -> Tensor:
@@ -132,11 +131,6 @@ class LearnedPositionalEncoding(_PositionalEncoding):
 
 class NoPositionalEncoding(_PositionalEncoding):
     """The ablation: only dropout, so the encoder sees a bag of tokens."""
-
-    def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0):
-        super().__init__()
-        self.d_model, self.max_len = d_model, max_len
-        self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         return self.dropout(x)
