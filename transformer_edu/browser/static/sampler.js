@@ -8,7 +8,7 @@
 const ORT_DIR = "_static/vendor/onnxruntime-web/";
 const ORT_MODULE = "ort.wasm.bundle.min.js";
 const ORT_WASM = "ort-wasm-simd-threaded.wasm";
-const PUNCTUATION = ["?", "!", ".", ","]; // data._PUNCTUATION
+const PUNCTUATION = ["?", "!", ".", ","]; // toy.data._PUNCTUATION
 const PY_SPACE = /[\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+/;
 const TOP_WORDS = 10;
 const N_SAMPLES = 5;
@@ -68,13 +68,13 @@ export function mulberryStream(seed, n) {
   return Array.from({ length: n }, next);
 }
 
-/** data.tokenize_en: words split on whitespace, ? ! . , tokens of their own. */
+/** toy.data.tokenize_en: words split on whitespace, ? ! . , tokens of their own. */
 export function tokenizeEn(text) {
   for (const mark of PUNCTUATION) text = text.split(mark).join(` ${mark} `);
   return text.split(PY_SPACE).filter((w) => w);
 }
 
-/** data.detokenize_en. */
+/** toy.data.detokenize_en. */
 function detokenize(tokens) {
   let out = "";
   for (const t of tokens) out += PUNCTUATION.includes(t) || !out ? t : " " + t;

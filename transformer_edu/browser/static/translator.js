@@ -10,15 +10,15 @@
 // The loops below are the package's, written again: greedyDecode is
 // decoding.greedy_decode, beamSearch decoding.beam_search (the paper's length
 // penalty), graphStep's cache reordering decoding.reorder_cache, splitSentences /
-// sentenceProblem / planText tatoeba.split_sentences / sentence_problem and
-// tatoeba.plan_text, segment data.segment (browser/onnx_export.py has the same
-// loops in Python, for the tests).
+// sentenceProblem / planText tatoeba.data.split_sentences / sentence_problem and
+// plan_text, segment toy.data.segment (browser/onnx_export.py has the same loops in
+// Python, for the tests).
 
 const ORT_DIR = "_static/vendor/onnxruntime-web/";
 const ORT_MODULE = "ort.wasm.bundle.min.js";
 const ORT_WASM = "ort-wasm-simd-threaded.wasm";
 const META_FILE = "translator.json";
-const TRAILING = "。．.？?！!"; // data._TRAILING: final punctuation segment() drops
+const TRAILING = "。．.？?！!"; // toy.data._TRAILING: final punctuation segment() drops
 const KERNEL_TIMEOUT_MS = 120000;
 
 // --- the page's words, in the page's language --------------------------------------
@@ -103,7 +103,7 @@ const SENTENCE = /[^。!?]*[。!?]+|[^。!?]+/g;
 const LINE_BREAKS = /\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]/;
 const JAPANESE = /[\u3005-\u3007\u3041-\u3096\u309d-\u309f\u30a1-\u30fa\u30fc-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u{20000}-\u{3134f}]/u;
 const LATIN = /[A-Za-z]/;
-// Python's str.split() with no argument: its whitespace, for tatoeba.normalise
+// Python's str.split() with no argument: its whitespace, for tatoeba.data.normalise
 const PY_SPACE = /[\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+/;
 
 /** The code points JAPANESE matches (for the tests: the package's are the same). */
@@ -113,12 +113,12 @@ export function japaneseCodePoints() {
   return out;
 }
 
-/** tatoeba.normalise: NFKC and single spaces. */
+/** tatoeba.data.normalise: NFKC and single spaces. */
 export function normalise(text) {
   return text.normalize("NFKC").split(PY_SPACE).filter((w) => w).join(" ");
 }
 
-/** tatoeba.split_sentences: line breaks, then after 。 ! ?; each normalised. */
+/** tatoeba.data.split_sentences: line breaks, then after 。 ! ?; each normalised. */
 export function splitSentences(text) {
   const out = [];
   for (const raw of text.split(LINE_BREAKS)) {
@@ -131,7 +131,7 @@ export function splitSentences(text) {
   return out;
 }
 
-/** tatoeba.sentence_problem, as {key, args} (the page words it in its language). */
+/** tatoeba.data.sentence_problem, as {key, args} (the page words it in its language). */
 export function sentenceProblem(sentence, maxChars) {
   if (!JAPANESE.test(sentence)) {
     return LATIN.test(sentence) ? ["notJapanese", sentence] : ["nothing", sentence];
@@ -141,7 +141,7 @@ export function sentenceProblem(sentence, maxChars) {
   return null;
 }
 
-/** tatoeba.plan_text: [{source, translate, error}] or {error} if empty. */
+/** tatoeba.data.plan_text: [{source, translate, error}] or {error} if empty. */
 export function planText(text, maxChars) {
   const sentences = splitSentences(text);
   if (!sentences.length) return { error: ["emptyText"] };
@@ -157,7 +157,7 @@ export function planText(text, maxChars) {
 
 // --- the toy's segmentation: the same as transformer_edu.toy.data.segment -----------------
 
-/** Words by longest match over `lexicon`; spaces separate chunks (data.segment). */
+/** Words by longest match over `lexicon`; spaces separate chunks (toy.data.segment). */
 export function segment(text, lexicon) {
   const known = lexicon instanceof Set ? lexicon : new Set(lexicon);
   let longest = 1;
@@ -196,7 +196,7 @@ export function segment(text, lexicon) {
   return tokens;
 }
 
-/** data.detokenize_en: tokens back to text, punctuation attached. */
+/** toy.data.detokenize_en: tokens back to text, punctuation attached. */
 function detokenize(tokens) {
   let out = "";
   for (const t of tokens) out += "?!.,".includes(t) || !out ? t : " " + t;
