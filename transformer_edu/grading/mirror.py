@@ -293,10 +293,6 @@ class Opaque:
     """An object the runner could not describe (nothing of it is read)."""
 
 
-_PLAIN = (type(None), bool, int, float, complex, str, bytes, torch.Tensor, torch.dtype,
-          torch.device)  # fmt: skip
-
-
 def _member(name: Any) -> bool:
     """A name the judge may give a mirror's member: no dunder, not the mirror's own."""
     return (type(name) is str and name.isidentifier() and not name.startswith("__")
