@@ -694,28 +694,26 @@ def write_record(names: list[str], jobs: int = 2) -> dict:
 # --- a change of module paths only -------------------------------------------------
 
 
-def _canonical(cell: str) -> tuple[str, list[tuple[str, str]]]:
+def _canonical(cell: str) -> tuple[str, list[str]]:
     """A code cell without where it imports the package from: its syntax tree with
     every import from ``transformer_edu`` taken out and every attribute chain that
     starts at ``transformer_edu`` cut to its last name, and the names those imports
-    bound (imported name, bound name)."""
+    bound in the cell."""
     import ast
 
     tree = ast.parse(cell)
-    bound: list[tuple[str, str]] = []
+    bound: list[str] = []
 
     class Strip(ast.NodeTransformer):
         def visit_ImportFrom(self, node):
             if (node.module or "").split(".")[0] == "transformer_edu":
-                bound.extend((a.name, a.asname or a.name) for a in node.names)
+                bound.extend(a.asname or a.name for a in node.names)
                 return None
             return node
 
         def visit_Import(self, node):
             ours = [a for a in node.names if a.name.split(".")[0] == "transformer_edu"]
-            bound.extend(
-                ("transformer_edu", a.asname or "transformer_edu") for a in ours
-            )
+            bound.extend(a.asname or "transformer_edu" for a in ours)
             node.names = [a for a in node.names if a not in ours]
             return node if node.names else None
 
@@ -737,8 +735,12 @@ def moved_imports_only(old: list[str], new: list[str]) -> str | None:
     changed (the package took folders: ``from transformer_edu.data import Vocab``
     became ``from transformer_edu.toy.data import Vocab``), or None if they are:
     the same cells, the same statements in the same order once those imports are
-    taken out, and the same names imported under the same names. Such a change
-    moves no number, so the record carries over (``--moved-from``)."""
+    taken out, and the same names bound by them (``from transformer_edu import
+    tatoeba_train`` may become ``from transformer_edu.tatoeba import train as
+    tatoeba_train``). What the names are bound to is not compared: they are the
+    package's objects at their new place, and the book's execution holds every
+    assert on this machine. Such a change moves no number, so the record carries
+    over (``--moved-from``)."""
     if len(old) != len(new):
         return f"{len(old)} code cells became {len(new)}"
     for i, (a, b) in enumerate(zip(old, new, strict=True)):
@@ -746,7 +748,7 @@ def moved_imports_only(old: list[str], new: list[str]) -> str | None:
         if tree_a != tree_b:
             return f"code cell {i} changed beyond its imports"
         if names_a != names_b:
-            return f"code cell {i} imports other names: {names_a} -> {names_b}"
+            return f"code cell {i} binds other names: {names_a} -> {names_b}"
     return None
 
 

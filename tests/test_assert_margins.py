@@ -329,7 +329,11 @@ def test_a_record_carries_over_a_change_of_module_paths_only():
              "v = Vocab()", "p = transformer_edu.tatoeba.weights.__file__\nx = 1"]  # fmt: skip
     assert margins.moved_imports_only(old, moved) is None
     other_name = [moved[0].replace("make_batch", "batches"), moved[1]]
-    assert "imports other names" in margins.moved_imports_only(old, other_name)
+    assert "binds other names" in margins.moved_imports_only(old, other_name)
+    aliased = ["from transformer_edu import tatoeba_train\nx = tatoeba_train.A"]
+    renamed = ["from transformer_edu.tatoeba import train as tatoeba_train\n"
+               "x = tatoeba_train.A"]  # fmt: skip
+    assert margins.moved_imports_only(aliased, renamed) is None
     other_code = [moved[0], moved[1].replace("x = 1", "x = 2")]
     assert "beyond its imports" in margins.moved_imports_only(old, other_code)
     assert "cells became" in margins.moved_imports_only(old, moved[:1])

@@ -302,7 +302,9 @@ def use_attention(model: nn.Module, fn: Callable) -> Iterator[nn.Module]:
     fast = [m.fast for m in modules]
     original = _attention.scaled_dot_product_attention
 
-    def plugged(q, k, v, mask=None, dropout_p=0.0):
+    def plugged(q, k, v, mask=None, dropout_p=0.0, bias=None):
+        if bias is not None:  # ALiBi's (chapter 13): fn(q, k, v, mask) has no place for it
+            raise ValueError("use_attention: this model adds a bias to the scores")
         result = fn(q, k, v, mask)
         out, w = result if isinstance(result, (tuple, list)) else (result, None)
         if w is None:  # the model may record weights: NaN says there were none
