@@ -303,7 +303,7 @@ def use_attention(model: nn.Module, fn: Callable) -> Iterator[nn.Module]:
     original = _attention.scaled_dot_product_attention
 
     def plugged(q, k, v, mask=None, dropout_p=0.0, bias=None):
-        if bias is not None:  # ALiBi's (chapter 13): fn(q, k, v, mask) has no place for it
+        if bias is not None:  # ALiBi's (chapter 13): fn(q, k, v, mask) has no place
             raise ValueError("use_attention: this model adds a bias to the scores")
         result = fn(q, k, v, mask)
         out, w = result if isinstance(result, (tuple, list)) else (result, None)
