@@ -70,17 +70,23 @@ def with_answers(answers: dict[str, str], nb: dict | None = None) -> dict:
     return nb
 
 
-def solved() -> dict[str, str]:
-    """Each exercise's solution, renamed to the stub's name (dot_score_solution:
-    dot_score, LayerNormSolution: MyLayerNorm)."""
-    sources = solution_cells()
-    renames = {
+def solution_renames() -> dict[str, str]:
+    """Each solution's name -> the stub's name it answers (dot_score_solution:
+    dot_score)."""
+    return {
         node.name: _exercise_name(node.name)
-        for code in sources
+        for code in solution_cells()
         for node in ast.parse(code).body
         if isinstance(node, (ast.FunctionDef, ast.ClassDef))
         and _exercise_name(node.name) in NAMES
     }
+
+
+def solved() -> dict[str, str]:
+    """Each exercise's solution, renamed to the stub's name (dot_score_solution:
+    dot_score, LayerNormSolution: MyLayerNorm)."""
+    sources = solution_cells()
+    renames = solution_renames()
     answers = {}
     for code in sources:
         for old, new in sorted(renames.items(), key=lambda kv: -len(kv[0])):
@@ -635,7 +641,7 @@ def _inside_answers(prelude: str) -> dict[str, str]:
 def _solution_lookups() -> dict[str, str]:
     """Each answer bound to the chapter's solution of the same exercise, read at
     grading time (the names as ``solved`` renames them)."""
-    pairs = re.findall(r'"(\w+)": "(\w+)"', inspect.getsource(solved))
+    pairs = solution_renames().items()
     answers = {
         new: f"{new} = _SOLVED[{old!r}]\n"
         if new[0].isupper()  # a class

@@ -25,6 +25,7 @@ import json
 from itertools import pairwise
 from pathlib import Path
 
+import plotly.graph_objects as go
 import pytest
 from test_book import (  # tests/ is on sys.path (pytest's rootdir-relative imports)
     HTML_DIR,
@@ -402,8 +403,8 @@ def test_the_keyboard_check_can_fail(browser, tmp_path):
         viz.heatmap_slider(moving, slider_labels=list("abc")),  # works
         viz.heatmap_slider([np.eye(3)] * 3, slider_labels=list("abc")),  # no change
         viz.explorer(  # a dropdown and buttons that both work; the second unreachable
-            viz.go.Figure(),
-            lambda a, b: [viz.go.Bar(x=[0, 1], y=[a, b])],
+            go.Figure(),
+            lambda a, b: [go.Bar(x=[0, 1], y=[a, b])],
             viz.Control("a", [1, 2, 3], kind="dropdown"),
             viz.Control("b", [4, 5], kind="buttons"),
         ),
