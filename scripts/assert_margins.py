@@ -480,13 +480,15 @@ def print_table(table: list[dict]) -> None:
     )
 
 
-def code_cells(name: str) -> list[str]:
+def code_cells(name: str, text: str | None = None) -> list[str]:
     """Chapter ``name``'s code cells, the only cells its asserts depend on, less the
     Colab install cell (tagged ``colab-install``: it does nothing outside Colab, where
-    no record is made)."""
+    no record is made). ``text``: the notebook as another revision holds it."""
     import nbformat
 
-    nb = nbformat.read(CHAPTERS / f"{name}.ipynb", as_version=4)
+    if text is None:
+        text = (CHAPTERS / f"{name}.ipynb").read_text(encoding="utf8")
+    nb = nbformat.reads(text, as_version=4)
     return [
         c.source
         for c in nb.cells
@@ -494,9 +496,9 @@ def code_cells(name: str) -> list[str]:
     ]
 
 
-def source_hash(name: str) -> str:
-    """SHA-256 of chapter ``name``'s code cells (``code_cells``)."""
-    code = code_cells(name)
+def source_hash(name: str, code: list[str] | None = None) -> str:
+    """SHA-256 of chapter ``name``'s code cells (``code_cells``), or of ``code``."""
+    code = code_cells(name) if code is None else code
     return hashlib.sha256(json.dumps(code, ensure_ascii=False).encode()).hexdigest()
 
 
@@ -759,8 +761,6 @@ def carry_over(names: list[str], rev: str) -> list[str]:
     old one (``moved_from``). Returns what could not be carried."""
     import subprocess
 
-    import nbformat
-
     record = json.loads(RECORD.read_text(encoding="utf8"))
     problems = []
     for name in names:
@@ -775,16 +775,8 @@ def carry_over(names: list[str], rev: str) -> list[str]:
             text=True,
             check=True,
         ).stdout
-        nb = nbformat.reads(text, as_version=4)
-        old = [
-            c.source
-            for c in nb.cells
-            if c.cell_type == "code"
-            and "colab-install" not in c.metadata.get("tags", [])
-        ]
-        old_hash = hashlib.sha256(
-            json.dumps(old, ensure_ascii=False).encode()
-        ).hexdigest()
+        old = code_cells(name, text)
+        old_hash = source_hash(name, old)
         if old_hash != entry["source_sha256"]:
             problems.append(f"{name}: its record is not of the code at {rev}")
             continue
