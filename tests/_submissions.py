@@ -70,12 +70,12 @@ def with_answers(answers: dict[str, str], nb: dict | None = None) -> dict:
     return nb
 
 
-def solution_renames() -> dict[str, str]:
+def solution_renames(sources: list[str] | None = None) -> dict[str, str]:
     """Each solution's name -> the stub's name it answers (dot_score_solution:
-    dot_score)."""
+    dot_score), in ``sources`` (default: ``solution_cells()``)."""
     return {
         node.name: _exercise_name(node.name)
-        for code in solution_cells()
+        for code in (solution_cells() if sources is None else sources)
         for node in ast.parse(code).body
         if isinstance(node, (ast.FunctionDef, ast.ClassDef))
         and _exercise_name(node.name) in NAMES
@@ -86,7 +86,7 @@ def solved() -> dict[str, str]:
     """Each exercise's solution, renamed to the stub's name (dot_score_solution:
     dot_score, LayerNormSolution: MyLayerNorm)."""
     sources = solution_cells()
-    renames = solution_renames()
+    renames = solution_renames(sources)
     answers = {}
     for code in sources:
         for old, new in sorted(renames.items(), key=lambda kv: -len(kv[0])):
