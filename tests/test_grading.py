@@ -673,3 +673,16 @@ def test_no_cell_of_the_tables_starts_like_a_formula(tmp_path):
     with open(tmp_path / "lms.csv", encoding="utf8") as f:
         lms = list(csv.reader(f))
     assert lms[1] == ["'=HYPERLINK(1)", "1", "1", "1"]
+
+
+def test_the_grader_hides_this_checkout_and_trusts_only_its_package():
+    """The runner's walls are drawn around the checkout (whose chapter 11 holds the
+    solutions) and its package; a wrong count of folders hid the folder above it and
+    a class of students could read the solutions (found after grading/ moved)."""
+    from transformer_edu.grading import doors, submissions
+
+    assert (doors.REPOSITORY / "chapters" / "11_exercises.ipynb").is_file()
+    assert submissions.SOLUTIONS_SOURCE.parent.parent == doors.REPOSITORY
+    trusted = doors._trusted_files()
+    assert str(doors.REPOSITORY / "transformer_edu") + os.sep in trusted
+    assert str(doors.REPOSITORY) + os.sep not in trusted

@@ -20,6 +20,9 @@ from pathlib import Path
 
 import torch
 
+# the checkout: <REPOSITORY>/transformer_edu/grading/doors.py (its chapters hold the
+# solutions, so it is not trusted code, only the package inside it is)
+REPOSITORY = Path(__file__).resolve().parents[2]
 _WATCH = "transformer_edu.torch"  # audit event: the torch mode saw a torch call
 
 
@@ -27,8 +30,8 @@ def _trusted_files() -> tuple[str, ...]:
     """Where the code of Python, torch, the libraries and the package lives: any other
     code (a notebook's cells, what it compiles or writes and imports) is the
     student's."""
-    root = str(Path(__file__).resolve().parents[3])
-    places = {os.path.dirname(torch.__file__), str(Path(__file__).resolve().parents[2])}
+    root = str(REPOSITORY)
+    places = {os.path.dirname(torch.__file__), str(REPOSITORY / "transformer_edu")}
     for entry in sys.path:
         if entry and os.path.isabs(entry) and os.path.isdir(entry) and entry != root:
             places.add(os.path.realpath(entry))

@@ -25,6 +25,7 @@ import torch
 
 from ..exercises import harness
 from . import mirror, wire
+from .doors import REPOSITORY
 
 STARTUP_S = 180.0  # for the warden to start and import torch, before any student code
 FILE_LIMIT = 16 << 20  # bytes a runner may write into one file of its folder
@@ -68,11 +69,10 @@ class Warden:
     def __init__(self, hidden: list[str] = ()) -> None:
         # folders no runner may read: the repository (its chapters hold the
         # solutions), the submissions, the outputs
-        root = str(Path(__file__).resolve().parents[3])
+        root = str(REPOSITORY)
         self.hidden = [root, *(os.path.realpath(h) for h in hidden)]
         self.ctl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = dict(os.environ)
-        root = str(Path(__file__).resolve().parents[3])
         env.update(
             PYTHONPATH=os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")])),
             PYTHONDONTWRITEBYTECODE="1",  # no __pycache__ written anywhere
