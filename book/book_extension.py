@@ -250,8 +250,8 @@ def export_tatoeba_translator(static_dir: Path) -> Path:
 
     import transformer_edu.browser as browser
     from transformer_edu.browser import onnx_export, spm_vocab
+    from transformer_edu.tatoeba.checkpoint import shipped_model_path
     from transformer_edu.tatoeba.data import SPM_FILE, _corpus_bytes
-    from transformer_edu.tatoeba.train import shipped_model_path
 
     out = static_dir / TATOEBA_DIR
     spm_js = Path(browser.__file__).parent / "static" / "spm.js"

@@ -9,7 +9,7 @@
 The dev and test pairs are those of the corpus that ships now, whichever model
 translates them: the split keeps every one of them out of both models' training
 (scripts/prepare_tatoeba.py), so two models' outputs compare on pairs neither trained
-on. Each decoding (greedy, the one chosen on dev: ``tatoeba_train.DEFAULT_BEAM`` /
+on. Each decoding (greedy, the one chosen on dev: ``tatoeba.translate.DEFAULT_BEAM`` /
 ``DEFAULT_ALPHA``, and the paper's beam 4, α 0.6) is recorded for both splits.
 
 Beside the outputs, what depends on the model's own training split (the corpus at
@@ -36,14 +36,16 @@ import torch
 
 from transformer_edu.devices import describe_machine
 from transformer_edu.tatoeba.analysis import decoding_name, unseen_words, vocabulary
-from transformer_edu.tatoeba.data import SubwordTokenizer, TatoebaPair, load_tatoeba
-from transformer_edu.tatoeba.train import (
-    DEFAULT_ALPHA,
-    DEFAULT_BEAM,
+from transformer_edu.tatoeba.checkpoint import (
     FORMAT,
     VERSION,
     load_tatoeba_checkpoint,
     shipped_model_path,
+)
+from transformer_edu.tatoeba.data import SubwordTokenizer, TatoebaPair, load_tatoeba
+from transformer_edu.tatoeba.translate import (
+    DEFAULT_ALPHA,
+    DEFAULT_BEAM,
     translate_batch,
 )
 from transformer_edu.toy.checkpoint import build_model_from_state, read_checkpoint_file

@@ -44,12 +44,9 @@ from transformer_edu.tatoeba.analysis import (
     length_bucket,
     read_record,
 )
+from transformer_edu.tatoeba.checkpoint import shipped_model_path
 from transformer_edu.tatoeba.data import load_tatoeba
-from transformer_edu.tatoeba.train import (
-    DEFAULT_ALPHA,
-    DEFAULT_BEAM,
-    shipped_model_path,
-)
+from transformer_edu.tatoeba.translate import DEFAULT_ALPHA, DEFAULT_BEAM
 
 SPLITS = ("dev", "test")
 CHOSEN = decoding_name(DEFAULT_BEAM, DEFAULT_ALPHA)

@@ -33,8 +33,9 @@ from record_tatoeba_scores import score_row  # scripts/ is on sys.path when run
 
 from transformer_edu.devices import describe_device
 from transformer_edu.seeds import spread
+from transformer_edu.tatoeba.checkpoint import load_tatoeba_checkpoint
 from transformer_edu.tatoeba.data import load_tatoeba
-from transformer_edu.tatoeba.train import load_tatoeba_checkpoint, translate_batch
+from transformer_edu.tatoeba.translate import translate_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "transformer_edu" / "tatoeba" / "weights" / "tatoeba_seeds.json"

@@ -5,7 +5,7 @@
     python scripts/score_onnx.py [--graphs _build/html/_static/tatoeba]
         # -> transformer_edu/tatoeba/weights/tatoeba_ja_en.int8.json (chapter 12b reads it)
 
-Greedy decoding and the decoding chosen on dev (``tatoeba_train.DEFAULT_BEAM`` /
+Greedy decoding and the decoding chosen on dev (``tatoeba.translate.DEFAULT_BEAM`` /
 ``DEFAULT_ALPHA``) of every test sentence, by onnxruntime on the graphs the page
 fetches (the loops of browser/onnx_export.py, which the page runs in JavaScript) and by
 PyTorch on the shipped model: BLEU and chrF of each with their 95 % intervals,
@@ -31,12 +31,14 @@ def main() -> int:
     from transformer_edu.devices import describe_machine
     from transformer_edu.metrics import N_BOOTSTRAP, bleu, chrf, paired_bootstrap
     from transformer_edu.tatoeba.analysis import decoding_name
-    from transformer_edu.tatoeba.data import load_tatoeba
-    from transformer_edu.tatoeba.train import (
-        DEFAULT_ALPHA,
-        DEFAULT_BEAM,
+    from transformer_edu.tatoeba.checkpoint import (
         load_tatoeba_checkpoint,
         shipped_model_path,
+    )
+    from transformer_edu.tatoeba.data import load_tatoeba
+    from transformer_edu.tatoeba.translate import (
+        DEFAULT_ALPHA,
+        DEFAULT_BEAM,
         translate_batch,
     )
 

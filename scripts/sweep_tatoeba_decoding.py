@@ -7,7 +7,7 @@ Beam sizes 1 (greedy), 2, 4, 8, 16, each with the length penalty α from 0 to 2
 (``ALPHAS``; greedy has no α; beams 8 and 16 stop at ``WIDE_ALPHA_MAX``): BLEU, chrF and length ratio (output words / reference
 words) of every dev sentence's output. The setting with the highest dev BLEU is chosen
 if it beats greedy, or the narrowest beam's best setting where a paired test on dev
-cannot tell the two apart (``NOISE_P``); then it becomes ``tatoeba_train.DEFAULT_BEAM`` / ``DEFAULT_ALPHA``
+cannot tell the two apart (``NOISE_P``); then it becomes ``tatoeba.translate.DEFAULT_BEAM`` / ``DEFAULT_ALPHA``
 (set them by hand; a test holds them equal to this record), and the test split is
 scored with it once (``scripts/record_tatoeba_outputs.py``, then
 ``scripts/record_tatoeba_scores.py``). ``--resume LOG`` takes the settings already
@@ -29,12 +29,12 @@ import torch
 from transformer_edu.devices import describe_machine
 from transformer_edu.metrics import bleu, chrf, length_ratio, paired_bootstrap
 from transformer_edu.tatoeba.analysis import decoding_name, narrowest_within_noise
-from transformer_edu.tatoeba.data import load_tatoeba
-from transformer_edu.tatoeba.train import (
+from transformer_edu.tatoeba.checkpoint import (
     load_tatoeba_checkpoint,
     shipped_model_path,
-    translate_batch,
 )
+from transformer_edu.tatoeba.data import load_tatoeba
+from transformer_edu.tatoeba.translate import translate_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 BEAMS = (1, 2, 4, 8, 16)

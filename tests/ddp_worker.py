@@ -19,8 +19,10 @@ from pathlib import Path
 
 import torch.distributed as dist
 
+from transformer_edu.tatoeba import checkpoint as ck
 from transformer_edu.tatoeba import train as tt
 from transformer_edu.tatoeba.data import default_tokenizer, load_tatoeba
+from transformer_edu.tatoeba.recipe import TATOEBA_MODEL, TatoebaTrainConfig
 
 # dropout 0: the ranks' dropout masks cannot equal one process's
 DDP_MODEL = dict(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1,
@@ -35,11 +37,11 @@ def pairs():
     return train, dev
 
 
-def config(**overrides) -> tt.TatoebaTrainConfig:
+def config(**overrides) -> TatoebaTrainConfig:
     # float32 (no bf16 autocast): two ranks must give one process's losses exactly
     fields = dict(max_tokens=300, max_steps=STEPS, warmup=10, lr_factor=1.0,
                   eval_minutes=100, device="cpu", autocast=None)  # fmt: skip
-    return tt.TatoebaTrainConfig(**{**fields, **overrides})
+    return TatoebaTrainConfig(**{**fields, **overrides})
 
 
 def main(out: Path) -> None:
@@ -54,15 +56,15 @@ def main(out: Path) -> None:
     # the CLI, made small: the shipped sizes and corpus replaced by tiny ones
     from transformer_edu.cli import main as cli
 
-    tt.TATOEBA_MODEL.update(DDP_MODEL)
+    TATOEBA_MODEL.update(DDP_MODEL)
     tt.load_tatoeba = {"train": train, "dev": dev}.__getitem__
-    save = tt.save_tatoeba_checkpoint
+    save = ck.save_tatoeba_checkpoint
 
     def recording_save(*args, **kwargs):
         (out / f"saved_by_rank{rank}").touch()
         return save(*args, **kwargs)
 
-    tt.save_tatoeba_checkpoint = recording_save
+    ck.save_tatoeba_checkpoint = recording_save
     argv = ["train", "--corpus", "tatoeba", "--max-steps", "2", "--quiet",
             "--checkpoint", str(out / "cli.pt")]  # fmt: skip
     with open(out / f"stdout{rank}.txt", "w") as f, contextlib.redirect_stdout(f):

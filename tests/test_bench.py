@@ -22,13 +22,12 @@ from transformer_edu.tatoeba.data import (
     make_token_batch,
     token_batches,
 )
-from transformer_edu.tatoeba.recipe import native_bf16
-from transformer_edu.tatoeba.train import (
+from transformer_edu.tatoeba.recipe import (
     TATOEBA_MODEL,
     TatoebaTrainConfig,
-    build_tatoeba_model,
-    train_tatoeba,
+    native_bf16,
 )
+from transformer_edu.tatoeba.train import build_tatoeba_model, train_tatoeba
 
 TINY = dict(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=2, n_decoder_layers=1)
 

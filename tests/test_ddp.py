@@ -12,12 +12,9 @@ from pathlib import Path
 import ddp_worker
 import pytest
 
+from transformer_edu.tatoeba.checkpoint import load_tatoeba_checkpoint
 from transformer_edu.tatoeba.data import default_tokenizer
-from transformer_edu.tatoeba.train import (
-    build_tatoeba_model,
-    load_tatoeba_checkpoint,
-    train_tatoeba,
-)
+from transformer_edu.tatoeba.train import build_tatoeba_model, train_tatoeba
 
 ROOT = Path(__file__).resolve().parent.parent
 

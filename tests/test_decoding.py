@@ -200,8 +200,9 @@ def test_batched_beam_search_on_a_tatoeba_sample_equals_the_uncached():
     """The shipped model, 20 dev sentences of every length, beam 4 with α = 0.6 and
     α = 0: translate_batch's fast path (two batches, per-sentence length limits)
     gives the reference's translation of each."""
+    from transformer_edu.tatoeba.checkpoint import load_tatoeba_checkpoint
     from transformer_edu.tatoeba.data import load_tatoeba, normalise
-    from transformer_edu.tatoeba.train import load_tatoeba_checkpoint, translate_batch
+    from transformer_edu.tatoeba.translate import translate_batch
 
     model, tok, _ = load_tatoeba_checkpoint()
     dev = sorted(load_tatoeba("dev"), key=lambda p: len(p.ja))

@@ -16,14 +16,12 @@ from transformer_edu.tatoeba.analysis import (
     narrowest_within_noise,
     read_record,
 )
-from transformer_edu.tatoeba.data import load_tatoeba
-from transformer_edu.tatoeba.train import (
-    DEFAULT_ALPHA,
-    DEFAULT_BEAM,
-    evaluate,
+from transformer_edu.tatoeba.checkpoint import (
     load_tatoeba_checkpoint,
     shipped_model_path,
 )
+from transformer_edu.tatoeba.data import load_tatoeba
+from transformer_edu.tatoeba.translate import DEFAULT_ALPHA, DEFAULT_BEAM, evaluate
 
 STEM = shipped_model_path().with_suffix("").name
 RECORD = shipped_model_path().with_suffix(".scores.json")

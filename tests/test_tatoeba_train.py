@@ -16,6 +16,10 @@ import torch
 import torch.nn.functional as F
 
 from transformer_edu.model.transformer import make_model
+from transformer_edu.tatoeba.checkpoint import (
+    load_tatoeba_checkpoint,
+    save_tatoeba_checkpoint,
+)
 from transformer_edu.tatoeba.data import (
     default_tokenizer,
     encode_pairs,
@@ -23,17 +27,14 @@ from transformer_edu.tatoeba.data import (
     make_token_batch,
     token_batches,
 )
+from transformer_edu.tatoeba.recipe import TATOEBA_MODEL, TatoebaTrainConfig
 from transformer_edu.tatoeba.train import (
-    TATOEBA_MODEL,
-    TatoebaTrainConfig,
     average_state_dicts,
     build_tatoeba_model,
     dev_loss,
-    evaluate,
-    load_tatoeba_checkpoint,
-    save_tatoeba_checkpoint,
     train_tatoeba,
 )
+from transformer_edu.tatoeba.translate import evaluate
 from transformer_edu.toy.checkpoint import CheckpointError
 from transformer_edu.toy.data import Vocab, build_vocabs, load_corpus
 from transformer_edu.toy.training import TOY_MODEL
@@ -486,9 +487,9 @@ def test_a_checkpoint_trained_and_saved_where_cpu_copies_survives_the_round_trip
     fake = _GpuLikeCpu()
     monkeypatch.setattr(torch.Tensor, "cpu", lambda self, *a, **k: fake(self))
     trained = {}
-    import transformer_edu.tatoeba.train as tt  # the command imports from it when run
+    import transformer_edu.tatoeba.checkpoint as ck  # the command imports from it
 
-    real_save = tt.save_tatoeba_checkpoint
+    real_save = ck.save_tatoeba_checkpoint
 
     def spy(path, model, tok, meta=None):
         trained["state"] = {
@@ -497,7 +498,7 @@ def test_a_checkpoint_trained_and_saved_where_cpu_copies_survives_the_round_trip
         trained["model"] = model
         return real_save(path, model, tok, meta)
 
-    monkeypatch.setattr(tt, "save_tatoeba_checkpoint", spy)
+    monkeypatch.setattr(ck, "save_tatoeba_checkpoint", spy)
     path = tmp_path / "gpu.pt"
     sizes = [f"model.{k}={v}" for k, v in TINY.items()]
     argv = ["train", "--corpus", "tatoeba", "--max-steps", "4", "--quiet",
@@ -520,7 +521,7 @@ def test_a_checkpoint_trained_and_saved_where_cpu_copies_survives_the_round_trip
     printed = capsys.readouterr().out
     model, tok, _ = load_tatoeba_checkpoint(path)
     dev = load_tatoeba("dev")[:20]
-    from transformer_edu.tatoeba.train import DEFAULT_ALPHA, DEFAULT_BEAM
+    from transformer_edu.tatoeba.translate import DEFAULT_ALPHA, DEFAULT_BEAM
 
     reloaded = evaluate(model, tok, dev, DEFAULT_BEAM, DEFAULT_ALPHA)[0]  # as the CLI
     lines = printed.splitlines()

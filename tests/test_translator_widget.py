@@ -108,7 +108,7 @@ def test_widget_answers_the_front_end_with_the_same_id():
 
 
 def test_tatoeba_view_splits_a_text_and_says_what_it_cannot_take():
-    from transformer_edu.tatoeba.train import load_tatoeba_checkpoint
+    from transformer_edu.tatoeba.checkpoint import load_tatoeba_checkpoint
 
     model, tok, _ = load_tatoeba_checkpoint()
     view = tatoeba_view(model, tok, "私は太郎です。猫が好きです！OK!")

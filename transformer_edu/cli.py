@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from .tatoeba.train import DEFAULT_ALPHA, DEFAULT_BEAM
+from .tatoeba.translate import DEFAULT_ALPHA, DEFAULT_BEAM
 from .toy.checkpoint import (
     CheckpointError,
     default_checkpoint_path,
@@ -63,13 +63,11 @@ def _git_commit() -> str:
 def _train_tatoeba(args: argparse.Namespace) -> int:
     import json
 
-    from .tatoeba.train import (
-        _dist_info,
+    from .tatoeba.checkpoint import (
         default_tatoeba_checkpoint_path,
         save_tatoeba_checkpoint,
-        tokens_per_second,
-        train_tatoeba,
     )
+    from .tatoeba.train import _dist_info, tokens_per_second, train_tatoeba
 
     if args.epochs is not None:
         raise ValueError("--epochs is for the toy corpus; Tatoeba trains by --minutes")
@@ -168,7 +166,7 @@ def _print_trace(out, tv) -> None:
 
 def _load_tatoeba(args: argparse.Namespace):
     from .devices import pick_device
-    from .tatoeba.train import load_tatoeba_checkpoint
+    from .tatoeba.checkpoint import load_tatoeba_checkpoint
 
     return load_tatoeba_checkpoint(args.checkpoint, pick_device(args.device))
 
@@ -187,7 +185,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     if args.corpus == "tatoeba":
         if args.trace:
             raise ValueError("--trace is for the toy model")
-        from .tatoeba.train import translate_texts
+        from .tatoeba.translate import translate_texts
 
         model, tok, _ = _load_tatoeba(args)
         beam = DEFAULT_BEAM if args.beam is None else args.beam
@@ -223,7 +221,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     signature, then a few examples."""
     from .metrics import N_BOOTSTRAP, bleu, chrf, length_ratio
     from .tatoeba.data import load_tatoeba
-    from .tatoeba.train import translate_batch
+    from .tatoeba.translate import translate_batch
 
     if args.corpus != "tatoeba":
         raise ValueError(

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 import torch
 
 from ..decoding import beam_search
+from ..tatoeba.checkpoint import load_tatoeba_checkpoint
 from ..tatoeba.data import load_tatoeba, normalise
-from ..tatoeba.train import load_tatoeba_checkpoint, translate_batch
+from ..tatoeba.translate import translate_batch
 
 
 @dataclass

@@ -43,10 +43,8 @@ from ..tatoeba.data import (
     make_token_batch,
     token_batches,
 )
-from ..tatoeba.recipe import autocast_choice
+from ..tatoeba.recipe import TATOEBA_MODEL, TatoebaTrainConfig, autocast_choice
 from ..tatoeba.train import (
-    TATOEBA_MODEL,
-    TatoebaTrainConfig,
     _dist_info,
     build_tatoeba_model,
     epoch_seed,

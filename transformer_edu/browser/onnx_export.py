@@ -355,7 +355,7 @@ def export_tatoeba(
     ``quantize=False``, the SentencePiece vocabulary for spm.js and the JSON; with the
     files' sizes in the JSON (the page says how much it will fetch).
     Returns the written paths by name: encoder, decoder, spm, meta."""
-    from ..tatoeba.train import load_tatoeba_checkpoint
+    from ..tatoeba.checkpoint import load_tatoeba_checkpoint
     from .spm_vocab import spm_vocab
 
     if model is None:

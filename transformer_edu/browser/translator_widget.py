@@ -191,11 +191,11 @@ def tatoeba_widget(model: Transformer | None = None, tok=None, text: str = "",
                    examples: list[str] | None = None):  # fmt: skip
     """Chapter 12's widget: the shipped Tatoeba model (default), any Japanese text,
     greedy or beam search with the length penalty α as controls, starting at the
-    decoding chosen on dev (``tatoeba_train.DEFAULT_BEAM`` / ``DEFAULT_ALPHA``)."""
-    from ..tatoeba.train import DEFAULT_ALPHA, DEFAULT_BEAM
+    decoding chosen on dev (``tatoeba.translate.DEFAULT_BEAM`` / ``DEFAULT_ALPHA``)."""
+    from ..tatoeba.translate import DEFAULT_ALPHA, DEFAULT_BEAM
 
     if model is None:
-        from ..tatoeba.train import load_tatoeba_checkpoint
+        from ..tatoeba.checkpoint import load_tatoeba_checkpoint
 
         model, tok, _ = load_tatoeba_checkpoint()
     examples = list(examples or [])

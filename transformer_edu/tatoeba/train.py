@@ -1,4 +1,5 @@
-"""Training on real Japanese (Tatoeba) within a time budget, on one process or several.
+"""Training on real Japanese (Tatoeba) within a time budget, on one process or several
+(translating and scoring: ``translate``; saving and loading: ``checkpoint``).
 
 The same ``Transformer`` as the toy, trained the paper's way (token-count batches,
 dropout 0.1, label smoothing 0.1, Adam with warm-up) but stopped by the clock, the
@@ -17,24 +18,19 @@ sees all N shards. Only rank 0 evaluates, logs and writes.
 from __future__ import annotations
 
 import copy
-import hashlib
 import math
 import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from ..decoding import beam_search_batch, greedy_decode
-from ..metrics import Score, bleu, chrf
 from ..model.transformer import Transformer, make_model
-from ..toy.data import Vocab, pad_rows
+from ..toy.data import Vocab
 from ..toy.training import cooldown_factor, noam_lr, paper_adam, pick_device
 from .data import (
     Encoded,
@@ -45,8 +41,6 @@ from .data import (
     encode_pairs,
     load_tatoeba,
     make_token_batch,
-    normalise,
-    plan_text,
     token_batches,
 )
 from .recipe import (
@@ -57,9 +51,7 @@ from .recipe import (
     configure_backends,
     resolve_autocast,
 )
-
-FORMAT = "transformer_edu.tatoeba"  # the format's name, kept when the module moved
-VERSION = 1
+from .translate import evaluate
 
 
 @dataclass
@@ -85,77 +77,6 @@ class TatoebaHistory:
         return asdict(self)
 
 
-# --- checkpoints -------------------------------------------------------------------
-
-
-def shipped_model_path() -> Path:
-    return Path(__file__).parent / "weights" / "tatoeba_ja_en.pt"
-
-
-def save_tatoeba_checkpoint(
-    path: str | Path,
-    model: Transformer,
-    tok: SubwordTokenizer,
-    meta: dict | None = None,
-) -> Path:
-    """Config, weights in float16 (half the bytes; loaded back as float32), the
-    SentencePiece model's SHA-256, and ``meta`` (how it was trained)."""
-    from ..toy.checkpoint import write_checkpoint_file
-
-    # a tied weight is one tensor under several names: convert it once, so that
-    # torch.save stores one copy. Recognise it by the model's own tensor (its device
-    # and address), never by a copy: on a GPU `.cpu()` returns a fresh copy whose
-    # memory the allocator hands to the next copy, and two weights would then look tied
-    state, halves = {}, {}
-    for k, v in model.state_dict().items():
-        v = v.detach()
-        if v.is_floating_point():
-            key = (v.device, v.data_ptr(), tuple(v.shape), v.stride())
-            if key not in halves:
-                halves[key] = v.cpu().half()
-            state[k] = halves[key]
-        else:
-            state[k] = v.cpu()
-    blob = {
-        "format": FORMAT, "version": VERSION, "config": model.config.to_dict(),
-        "spm_sha256": hashlib.sha256(tok.model_proto).hexdigest(),
-        "state_dict": state, "meta": meta or {},
-    }  # fmt: skip
-    return write_checkpoint_file(blob, path)
-
-
-def load_tatoeba_checkpoint(
-    path: str | Path | None = None, device: str | torch.device = "cpu"
-) -> tuple[Transformer, SubwordTokenizer, dict[str, Any]]:
-    """The shipped model (``path=None``) or one written by ``train --corpus tatoeba``.
-
-    Raises CheckpointError for a missing, corrupt or mismatched file.
-    """
-    from ..toy.checkpoint import (
-        CheckpointError,
-        build_model_from_state,
-        read_checkpoint_file,
-    )
-
-    path = Path(path) if path else shipped_model_path()
-    blob = read_checkpoint_file(path, FORMAT, VERSION, {"config", "state_dict"},
-                                "Tatoeba checkpoint")  # fmt: skip
-    tok = default_tokenizer()
-    if blob.get("spm_sha256") != hashlib.sha256(tok.model_proto).hexdigest():
-        raise CheckpointError(
-            f"{path} was trained with another SentencePiece model than the shipped one"
-        )
-    state = {k: v.float() if v.is_floating_point() else v
-             for k, v in blob["state_dict"].items()}  # fmt: skip
-    model = build_model_from_state(blob.get("config"), state, path)
-    if model.config.src_vocab_size != len(tok):
-        raise CheckpointError(
-            f"{path}: vocabulary size {model.config.src_vocab_size}, the tokenizer "
-            f"has {len(tok)}"
-        )
-    return model.to(device).eval(), tok, dict(blob.get("meta", {}))
-
-
 def average_state_dicts(states: list[dict[str, torch.Tensor]]) -> dict:
     """The element-wise mean of several checkpoints' weights (paper §6.1)."""
     if not states:
@@ -171,95 +92,6 @@ def average_state_dicts(states: list[dict[str, torch.Tensor]]) -> dict:
         else:
             out[k] = first.clone()
     return out
-
-
-# --- translating and scoring -------------------------------------------------------
-
-# The decoding chosen on the dev split (scripts/sweep_tatoeba_decoding.py; its record,
-# weights/tatoeba_ja_en.sweep.json, names the same, a test checks): the default of the
-# command line's translate and evaluate, and of chapter 12's translator.
-DEFAULT_BEAM = 8  # chosen on dev (scripts/sweep_tatoeba_decoding.py); 1: greedy
-DEFAULT_ALPHA = 1.25  # the length penalty, when DEFAULT_BEAM > 1 (chosen on dev)
-
-
-def translate_texts(
-    model: Transformer,
-    tok: SubwordTokenizer,
-    texts: list[str],
-    beam: int = 1,
-    alpha: float = 0.6,
-) -> list[tuple[str | None, str | None]]:
-    """Texts of any length, their sentences translated in one batch (``plan_text``):
-    ``(english, None)`` for each text, or ``(None, why)`` for a text with a sentence
-    the model cannot take (or an empty one)."""
-    plans: list[list[dict] | str] = []
-    for text in texts:
-        try:
-            plan = plan_text(text)
-        except ValueError as e:
-            plans.append(str(e))
-            continue
-        bad = [p["error"] for p in plan if p["error"]]
-        plans.append(bad[0] if bad else plan)
-    todo = [p["source"] for plan in plans if isinstance(plan, list) for p in plan
-            if p["translate"]]  # fmt: skip
-    english = iter(translate_batch(model, tok, todo, beam, alpha))
-    out: list[tuple[str | None, str | None]] = []
-    for plan in plans:
-        if isinstance(plan, str):
-            out.append((None, plan))
-            continue
-        words = [next(english) if p["translate"] else p["source"] for p in plan]
-        out.append((" ".join(words), None))
-    return out
-
-
-@torch.no_grad()
-def translate_batch(
-    model: Transformer,
-    tok: SubwordTokenizer,
-    sentences: list[str],
-    beam: int = 1,
-    alpha: float = 0.6,
-    batch_size: int = 128,
-    beam_rows: int = 512,
-) -> list[str]:
-    """English for each Japanese sentence: greedy (``beam=1``) or beam search with the
-    paper's length penalty ``alpha``; at most source length + 50 tokens. Sentences
-    are batched by length: ``batch_size`` of them, or with a beam as many as make
-    ``beam_rows`` prefixes (``decoding.beam_search_batch``, the KV-cache fast path)."""
-    device = next(model.parameters()).device
-    sentences = [normalise(s) for s in sentences]
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    size = batch_size if beam == 1 else max(1, min(batch_size, beam_rows // beam))
-    texts: dict[int, str] = {}
-    for i in range(0, len(order), size):
-        chunk = order[i : i + size]
-        ids = tok.encode_batch([sentences[j] for j in chunk])
-        src = pad_rows(ids)  # (B, S)
-        if beam > 1:
-            hyps = beam_search_batch(model, src.to(device), beam, alpha=alpha,
-                                     max_len=[len(row) + 50 for row in ids])  # fmt: skip
-            outputs = [h[0][0] for h in hyps]
-        else:
-            decoded = greedy_decode(model, src.to(device), max_len=src.size(1) + 50)
-            outputs = decoded.tokens
-        for j, row in zip(chunk, outputs, strict=True):
-            texts[j] = tok.decode(row)
-    return [texts[i] for i in range(len(sentences))]
-
-
-def evaluate(
-    model: Transformer,
-    tok: SubwordTokenizer,
-    pairs: list[TatoebaPair],
-    beam: int = 1,
-    alpha: float = 0.6,
-) -> tuple[Score, Score, list[str]]:
-    """BLEU and chrF of the model's translations of ``pairs`` against their English."""
-    hyps = translate_batch(model, tok, [p.ja for p in pairs], beam, alpha)
-    refs = [p.en for p in pairs]
-    return bleu(hyps, refs), chrf(hyps, refs), hyps
 
 
 @torch.no_grad()
@@ -560,11 +392,3 @@ def train_tatoeba(
 
 def tokens_per_second(hist: TatoebaHistory) -> float:
     return hist.tokens / hist.seconds if hist.seconds else math.nan
-
-
-def default_tatoeba_checkpoint_path() -> Path:
-    """Where ``train --corpus tatoeba`` writes: ~/.cache/transformer_edu/tatoeba_ja_en.pt
-    (``$XDG_CACHE_HOME`` respected); the shipped model is never overwritten."""
-    from ..toy.checkpoint import cache_dir
-
-    return cache_dir() / "tatoeba_ja_en.pt"
