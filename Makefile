@@ -62,7 +62,7 @@ translations: $(STAMP) $(NPM_STAMP)
 # every chapter run by nbval, the student edition of chapter 11 run unsolved (its stubs
 # meet the checkers), the book build and the browser checks. Each chapter executes
 # once: nbval's execution of a chapter that passed goes into the build's execution
-# cache, so the book build executes nothing again (tests/nbval_cache.py). On both cores: two
+# cache, so the book build executes nothing again (tests/helpers/nbval_cache.py). On both cores: two
 # pytest-xdist workers (each test module and each notebook kept to one worker, in
 # tests/conftest.py's order: --no-loadscope-reorder, else xdist runs the modules with
 # the most tests first, the book tests among them, and the build executes the chapters); the
@@ -72,7 +72,7 @@ translations: $(STAMP) $(NPM_STAMP)
 # Not --book-early (the build at once, beside both workers): three busy processes on two
 # cores once broke ch. 1's and ch. 10's timing asserts. The whole run's time from a fresh clone: DEVELOPING.md. The other student editions are
 # their chapters minus solution cells that no kept cell depends on
-# (tests/test_student_runs.py), so they run whenever their chapter runs; executing
+# (tests/book/test_student_runs.py), so they run whenever their chapter runs; executing
 # them again would add minutes.
 # OMP_NUM_THREADS=1: the CLI test trains in a subprocess beside pytest; two torch
 # processes of two threads each on two cores slow small models many-fold.

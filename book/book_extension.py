@@ -39,7 +39,7 @@
    chapter never shows results from an older package.
 5. Test runs only (``$TRANSFORMER_EDU_KERNEL_LOCK``, set by tests/conftest.py): each
    kernel start holds a file lock shared with the test run's own kernels.
-6. Accessibility (tests/test_accessibility.py): ``book/figure_controls.js`` on every
+6. Accessibility (tests/book/test_accessibility.py): ``book/figure_controls.js`` on every
    page with a plotly figure (a keyboard control over each slider and menu, see
    ``plotly_renderer``); a name for each ipywidgets slider (its label); myst-nb's
    "Show code cell source" toggles named by their visible text, and the bibliography
@@ -133,7 +133,7 @@ RADICALS = (0x2E80, 0x2FDF)
 def write_cjk_font(src: Path, dest: Path) -> None:
     """IPAexGothic without the radicals' entries in its character map (RADICALS): each
     of its glyphs then stands for the ideograph alone, in the page and in the printed
-    PDF's text. No page of the book writes a radical (tests/test_pdf.py)."""
+    PDF's text. No page of the book writes a radical (tests/book/test_pdf.py)."""
     from fontTools.ttLib import TTFont  # matplotlib's dependency
 
     font = TTFont(src)
@@ -190,7 +190,7 @@ def reset_stale_cache(cache: Path) -> None:
     """Empty the execution cache ``cache`` if the package changed since it was filled
     (the key file beside it holds ``package_digest`` of then), and make its database.
     The book build calls it at its start, and so does a test run before nbval fills
-    the cache (tests/nbval_cache.py)."""
+    the cache (tests/helpers/nbval_cache.py)."""
     key_file = cache.parent / CACHE_KEY_FILE
     digest = package_digest()
     if not (key_file.exists() and key_file.read_text().strip() == digest):

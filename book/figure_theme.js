@@ -14,7 +14,7 @@
    Back in the light mode each figure gets exactly what it had. A redraw that puts a
    figure's own colours back (a slider's step, a menu's choice) is followed again.
 
-   tests/test_accessibility.py checks it in Chromium in both modes: each figure's
+   tests/book/test_accessibility.py checks it in Chromium in both modes: each figure's
    background and text are the theme's, and its text contrasts with its background
    at WCAG AA. */
 (function () {

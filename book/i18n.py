@@ -13,7 +13,7 @@ titles, legends, slider and menu labels). Commands::
 
 ``make translations`` runs ``update``; ``make book`` runs ``build`` after the English
 build. The Japanese build executes nothing: it reads the English build's jupyter-cache
-(``_build/.jupyter_cache``), and its log says so (tests/test_i18n.py checks).
+(``_build/.jupyter_cache``), and its log says so (tests/book/test_i18n.py checks).
 
 Glue in translated paragraphs: Sphinx parses a msgstr apart from its notebook, where a
 bare ``{glue:text}`key``` finds no glue data and comes out empty; the notebook-qualified

@@ -2,7 +2,7 @@
 
 ``locale/ja/STYLE.md`` states the rules; this module finds the breaches that a pattern
 can see in a catalogue's messages (``book/po_tool.py check`` prints them, and
-``tests/test_i18n.py`` fails on them):
+``tests/book/test_i18n.py`` fails on them):
 
 - counters: 漢数字 with つ (「二つ」), Arabic numerals with every other counter (「2 回」);
 - a sentence that ends in a colon before a display, list or table ends in 「：」;

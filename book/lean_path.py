@@ -1,6 +1,6 @@
 """The lean path through a chapter: which code cells the book shows, and which it folds.
 
-The rule, written once (tests/test_lean_path.py holds every chapter to it):
+The rule, written once (tests/book/test_lean_path.py holds every chapter to it):
 
 - **Visible** (no tag): the code a reader needs to follow the idea. It holds no
   instrumentation: no import, no ``glue``/``Markdown`` (numbers for the prose), no
@@ -13,7 +13,7 @@ The rule, written once (tests/test_lean_path.py holds every chapter to it):
 - **Listing** (``remove-input``): a cell that only calls ``show_source(...)``; the
   reader sees the package's code it displays, not the call.
 - Exempt: the Colab install cell (``colab-install``), solutions (``solution``: their own
-  rule, tests/test_student_editions.py), removed cells (``remove-cell``).
+  rule, tests/book/test_student_editions.py), removed cells (``remove-cell``).
 
 ``python book/lean_path.py`` prints, per chapter, the visible code characters and the
 reading time of the visible text (prose words and visible code words at 200 words a

@@ -12,7 +12,7 @@ loses its fuzzy flag; msgids the catalogue no longer holds are listed.
 ``dump`` writes ``[{"n": index, "msgid": ..., "msgstr": ...}]`` for the untranslated
 and fuzzy messages (every message with ``--all``); ``load`` takes the same list back
 (``n`` and ``msgstr``; ``msgid`` must match, as a guard) and clears the fuzzy flag of
-each message it fills; ``check`` runs the catalogue's checks of tests/test_i18n.py
+each message it fills; ``check`` runs the catalogue's checks of tests/book/test_i18n.py
 (roles, math and code kept; glossary terms used; the house style of
 locale/ja/STYLE.md as far as book/ja_style.py can see it, glosses across the book
 included) and prints what fails.
@@ -83,7 +83,7 @@ def apply(name: str, table: dict[str, str]) -> tuple[int, list[str]]:
 
 
 def check(name: str) -> list[str]:
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "book"))
     sys.path.insert(0, str(ROOT / "book"))
     from test_i18n import book_gloss_problems, glossary_misses, kept, style_problems
 

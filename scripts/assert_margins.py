@@ -39,7 +39,7 @@ seed offset of ``GRID_SEEDS`` (``noavx`` only for a chapter that takes no seed; 
 that is another on this CPU is not run twice; two chapters at a time, about half an
 hour for all 14 on a 2-core machine), and writes each chapter's margins into
 ``book/assert_margins.json`` with the hash of the chapter's code cells.
-``tests/test_assert_margins.py`` holds every chapter to that record: a chapter whose
+``tests/scripts/test_assert_margins.py`` holds every chapter to that record: a chapter whose
 code changed since its record, or an assert below the record's floor, fails::
 
     python scripts/assert_margins.py --record                    # every chapter

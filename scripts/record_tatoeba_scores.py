@@ -20,7 +20,7 @@ From ``tatoeba_ja_en.outputs.json`` (and ``.previous.outputs.json``), no model n
   split of now has no such pairs; the shipped model, which never saw those references,
   measures how much easier those pairs are anyway).
 
-CI re-scores the dev split greedily with the shipped model (tests/test_shipped_model.py)
+CI re-scores the dev split greedily with the shipped model (tests/tatoeba/test_shipped_model.py)
 and fails when it differs from the figure recorded here, and recomputes these scores
 from the recorded outputs.
 """

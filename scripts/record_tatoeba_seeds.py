@@ -12,7 +12,7 @@ not trained again. Each is decoded greedily on dev and test and scored with BLEU
 chrF (sacreBLEU's 95 % bootstrap intervals). The record,
 ``transformer_edu/tatoeba/weights/tatoeba_seeds.json``, holds the scores, each run's training
 history summary and its test outputs (CI recomputes the scores from them:
-tests/test_shipped_model.py). Chapter 12 sets the spread between the seeds beside the
+tests/tatoeba/test_shipped_model.py). Chapter 12 sets the spread between the seeds beside the
 gap between the shipped model and the one before it.
 
 At 1,200 steps a seed takes about 20 minutes on 2 CPU cores (the shipped model trained

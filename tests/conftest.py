@@ -220,7 +220,7 @@ def pytest_configure(config: pytest.Config) -> None:
     _serialise_nbval_kernel_starts()
     # execute each chapter once: nbval's kernels start as the book build's do, and
     # each chapter nbval ran without an error enters the build's execution cache
-    # (tests/nbval_cache.py), so the book build executes none of them again
+    # (tests/helpers/nbval_cache.py), so the book build executes none of them again
     os.environ["IPYTHONDIR"] = str(nbval_cache.kernel_profile_dir())
     nbval_cache.install()
     _set_phase(config, "notebooks")

@@ -43,10 +43,10 @@ to edit: it is read from the checkers' registry (``exercises.registry``).
    solution (tagged ``solution``) and its box "What the checker catches"; then
    ``make translations`` and ``make student`` (the Japanese edition, the student and
    solutions editions).
-3. Tests: its forbidden and allowed answers in ``tests/test_references.py`` and its
-   reference and a handwritten answer in ``tests/test_exercises.py`` (tests fail while
+3. Tests: its forbidden and allowed answers in ``tests/exercises/test_references.py`` and its
+   reference and a handwritten answer in ``tests/exercises/test_exercises.py`` (tests fail while
    a registered checker has none, and while chapter 11 lacks its id, its stars or its
-   stub: ``tests/test_registry.py``); ``tests/test_exercises.py`` then checks that its
+   stub: ``tests/exercises/test_registry.py``); ``tests/exercises/test_exercises.py`` then checks that its
    drawn cases pass correct code and fail a table of the fixed cases' answers.
 
 What crosses to the student's process: the arguments ``call`` passes are pickled

@@ -54,7 +54,7 @@ def normalise(text: str) -> str:
 
 
 # --- what a reader types: sentences, and what the model cannot take -------------------
-# browser/static/translator.js holds the same rules (tests/test_text_rules_js.py).
+# browser/static/translator.js holds the same rules (tests/browser/test_translator_widget.py).
 
 # a sentence ends after 。 ! ? (！ and ？ are ! and ? after NFKC) or at a line break
 SENTENCE = re.compile(r"[^。!?]*[。!?]+|[^。!?]+")

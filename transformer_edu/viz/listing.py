@@ -4,7 +4,7 @@
 when the cell runs (never a copy in the notebook), and displays it with its file and
 line numbers: highlighted HTML in the book, Jupyter and Colab, plain text elsewhere.
 Every listing carries ``data-source="transformer_edu/<file>.py:<first>-<last>"``, so a
-test can compare each block of a built page with the package (tests/test_listing.py).
+test can compare each block of a built page with the package (tests/viz/test_listing.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 // `sentencepiece` 0.2.2 does with the same unigram model.
 //
 // An ES module with no imports; it runs in a page (an anywidget front end imports it)
-// and in Node (the tests: tests/test_spm_js.py).
+// and in Node (the tests: tests/browser/test_spm_js.py).
 //
 // Input: the JSON object that transformer_edu/browser/spm_vocab.py writes from a
 // `.model` file (`write_spm_vocab(model_path, out_path)`).

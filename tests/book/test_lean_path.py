@@ -1,0 +1,68 @@
+"""Every chapter keeps the lean-path rule of book/lean_path.py: the teaching code is
+visible; set-up, plotting, glue and assertions are folded; a listing cell shows only
+the package's code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from lean_path import check_cells, instrumentation, report  # book/ is on pythonpath
+from sync_colab import toc_notebooks
+
+ROOT = Path(__file__).resolve().parents[2]
+CHAPTERS = toc_notebooks(ROOT)
+
+
+def _cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf8"))["cells"]
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_keeps_the_lean_path_rule(path):
+    cells = _cells(path)
+    problems = [
+        f"cell {v.index} {list(v.tags)}: {v.problem}"
+        for v in check_cells(cells)
+        if v.problem
+    ]
+    assert not problems, f"{path.name}:\n" + "\n".join(problems)
+    assert report(cells)["visible_code_chars"] > 0, f"{path.name} shows no code"
+
+
+def _code(source: str, *tags: str) -> dict:
+    return {"cell_type": "code", "source": source, "metadata": {"tags": list(tags)}}
+
+
+def test_the_rule_can_fail():
+    cells = [
+        _code("x = attention(q, k, v)\nprint(x.shape)"),  # teaching: fine
+        _code("assert x.shape == (2, 3)"),  # visible assertion
+        _code("glue('ch_x', 0.5, display=False)", "hide-input"),  # fine
+        _code("y = x + 1", "hide-input"),  # folded teaching code
+        _code("y = x + 1", "hide-input", "setup"),  # declared set-up: fine
+        _code("show_source(MultiHeadAttention)"),  # a listing left visible
+        _code("show_source(MultiHeadAttention)", "remove-input"),  # fine
+        _code("fig = go.Figure()\nfig.show()"),  # visible plotting
+        _code("x = 1", "remove-input"),  # remove-input on a non-listing
+        _code("%pip install x", "colab-install", "hide-input"),  # exempt
+    ]
+    bad = [(v.index, v.problem.split(":")[0]) for v in check_cells(cells) if v.problem]
+    assert bad == [
+        (1, "visible but holds assertion"),
+        (3, "folded but holds no instrumentation (tag it setup if it is)"),
+        (5, "a show_source cell must be tagged remove-input"),
+        (7, "visible but holds plotting"),
+        (8, "remove-input is for show_source cells only"),
+    ]
+
+
+def test_instrumentation_kinds():
+    assert instrumentation("import torch") == {"set-up"}
+    assert instrumentation("torch.testing.assert_close(a, b)") == {"assertion"}
+    assert instrumentation("display(Markdown(table))") == {"glue"}
+    assert instrumentation("go.Figure(data=[]).update_layout(title='x')") == {
+        "plotting"
+    }
+    assert instrumentation("out = model(src, tgt)\nprint(out.shape)") == set()
