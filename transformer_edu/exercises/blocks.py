@@ -279,7 +279,7 @@ def _run_layer(cls: type, kind: str, *row: Any) -> None:
                 partial(
                     _decoder_variant, ref, x, memory, tgt_mask, src_pad, norm_first, m
                 ),
-            )  # fmt: skip
+            )
             for hint, m in mistakes
         ]
     else:

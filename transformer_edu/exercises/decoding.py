@@ -274,7 +274,7 @@ def _run_lp(fn: Callable, alpha: float, lengths: list[int]) -> None:
                     "the exponent is α, not 1/α: lp = ((5 + |Y|) / 6) ** α",
                     lambda: ((5 + n) / 6) ** (1 / alpha),
                 ),
-            ],  # fmt: skip
+            ],
             atol=1e-9,
         ),
         generic="lp(Y) = ((5 + |Y|) / 6) ** α, with |Y| the output's length",

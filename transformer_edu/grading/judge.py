@@ -86,7 +86,7 @@ class Warden:
                 "transformer_edu.grading.warden",
                 str(theirs.fileno()),
                 str(os.getpid()),
-            ],  # fmt: skip
+            ],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

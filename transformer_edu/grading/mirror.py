@@ -112,7 +112,7 @@ def describe_exception(e: BaseException) -> dict:
         "frames": [
             (str(f), int(n), str(name), linecache.getline(str(f), int(n)))
             for f, n, name in frames[-20:]
-        ],  # fmt: skip
+        ],
     }
 
 
