@@ -13,6 +13,7 @@ it runs ``MultiHeadAttention.forward``, where both are one step each.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -66,7 +67,9 @@ class MultiHeadAttention(nn.Module):
     nothing when off. ``fast=False`` forces the reference path.
     """
 
-    position: str | None = None  # "rope", "alibi": GroupedQueryAttention's (chapter 13)
+    # what a later variant does to the heads before the scores (chapter 13's
+    # GroupedQueryAttention.before_scores); the paper's attention does nothing there
+    before_scores: Callable[..., tuple[Tensor, ...]] | None = None
 
     def __init__(
         self,
@@ -158,14 +161,8 @@ class MultiHeadAttention(nn.Module):
         if mask is not None:
             check_mask(mask, B, self.n_heads, T, S)
         bias = None  # the paper adds positions to the embeddings, not in here
-        if self.position is not None:  # RoPE rotates q and k, ALiBi biases the scores
-            q, k, bias = self.position_inside(q, k)
-        if k.size(1) != self.n_heads:
-            # for GQA (chapter 13): each of the G key/value heads serves the H / G
-            # query heads of its group, in a row; for MHA (G = H) this is a no-op
-            group = self.n_heads // k.size(1)
-            k = k.repeat_interleave(group, dim=1)  # (B, H, S, Dh)
-            v = v.repeat_interleave(group, dim=1)
+        if self.before_scores is not None:  # chapter 13's variants
+            q, k, v, bias = self.before_scores(q, k, v)
         p = self.dropout if self.training else 0.0  # no dropout in eval mode
         if self.record_weights or not self.fast:
             # the reference path, written out step by step; it returns the weights
@@ -250,6 +247,22 @@ class GroupedQueryAttention(MultiHeadAttention):
         k = self.k_proj(key).view(B, S, self.n_kv_heads, self.d_k).transpose(1, 2)
         v = self.v_proj(value).view(B, S, self.n_kv_heads, self.d_k).transpose(1, 2)
         return k, v  # (B, G, S, Dh) each
+
+    def before_scores(
+        self, q: Tensor, k: Tensor, v: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        """RoPE rotates q and k, ALiBi makes a bias for the scores (``position_inside``);
+        then each of the G key/value heads serves the H / G query heads of its group,
+        in a row. Shape: q (B, H, T, Dh), k and v (B, G, S, Dh) -> q, k, v (B, H, ·, Dh),
+        bias (H, T, S) or None."""
+        bias = None
+        if self.position is not None:
+            q, k, bias = self.position_inside(q, k)
+        group = self.n_heads // k.size(1)
+        if group > 1:  # G = H: nothing to share
+            k = k.repeat_interleave(group, dim=1)  # (B, H, S, Dh)
+            v = v.repeat_interleave(group, dim=1)
+        return q, k, v, bias
 
     def position_inside(
         self, q: Tensor, k: Tensor
