@@ -37,13 +37,12 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from transformer_edu.devices import describe_machine
 from transformer_edu.model.transformer import count_parameters, make_model
+from transformer_edu.modern.experiments import heldout_loss, toy_data
 from transformer_edu.seeds import seeds, spread
-from transformer_edu.toy.data import Vocab, build_vocabs, load_corpus, make_batch
 from transformer_edu.toy.training import (
     TOY_MODEL,
     TOY_TRAINING,
@@ -100,16 +99,11 @@ VARIANTS: dict[str, tuple[dict, Callable[[nn.Module], None] | None, dict]] = {
 }
 
 
-def data():
-    train_pairs, test_pairs = load_corpus("train"), load_corpus("test")
-    return train_pairs, test_pairs, *build_vocabs(train_pairs)
-
-
 def build(name: str, seed: int) -> tuple[nn.Module, TrainConfig]:
     """The variant's model, initialised from ``seed`` as ``train_toy_model`` does,
     and its training settings."""
     settings, surgery, recipe = VARIANTS[name]
-    _, _, sv, tv = data()
+    _, _, sv, tv = toy_data()
     torch.manual_seed(seed)  # the initial weights: the same draw for every variant
     model = make_model(len(sv), len(tv), **{**TOY_MODEL, **settings})
     if surgery is not None:
@@ -118,26 +112,16 @@ def build(name: str, seed: int) -> tuple[nn.Module, TrainConfig]:
     return model, TrainConfig(**fields)
 
 
-@torch.no_grad()
-def heldout_loss(model: nn.Module, pairs, sv: Vocab, tv: Vocab) -> float:
-    """Cross-entropy per target token (EOS included, no smoothing), teacher-forced."""
-    model.eval()
-    b = make_batch(list(pairs), sv, tv)
-    logits = model(b.src, b.tgt_in)
-    return F.cross_entropy(logits.flatten(0, 1), b.tgt_out.flatten(),
-                           ignore_index=Vocab.PAD).item()  # fmt: skip
-
-
 def one_run(job: tuple[str, int]) -> dict:
     name, seed = job
     torch.set_num_threads(THREADS)
-    train_pairs, test_pairs, sv, tv = data()
+    train_pairs, test_pairs, sv, tv = toy_data()
     model, cfg = build(name, seed)
     start = time.perf_counter()
     train(model, train_pairs, sv, tv, cfg, progress=False)
     seconds = time.perf_counter() - start
     return {"variant": name, "seed": seed,
-            "loss": heldout_loss(model, test_pairs, sv, tv),
+            "loss": heldout_loss(model, test_pairs),  # train() left it in eval mode
             "exact": exact_match(model, test_pairs, sv, tv),
             "parameters": count_parameters(model), "seconds": seconds}  # fmt: skip
 
@@ -172,13 +156,14 @@ def main() -> None:
                             capture_output=True, text=True).stdout.strip()  # fmt: skip
     record = {
         "command": "python scripts/record_toy_ablations.py"
-        + (f" --seeds {args.seeds}" if args.seeds != 3 else ""),
+        + (f" --seeds {args.seeds}" if args.seeds != 3 else "")
+        + (f" --jobs {args.jobs}" if args.jobs != 1 else ""),
         "commit": commit, "machine": describe_machine(THREADS), "jobs": args.jobs,
         "torch": torch.__version__, "model": TOY_MODEL, "recipe": asdict(TOY_TRAINING),
         "seeds": seeds(args.seeds), "summary": summary, "runs": runs,
     }  # fmt: skip
     args.out.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
-    print(f"wrote {args.out.relative_to(ROOT)}")
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+SENTENCES = ["私は太郎です。", "猫が好きです。"]
 
 RUN = """
 import json, sys
@@ -33,7 +34,7 @@ from transformer_edu.tatoeba.translate import translate_batch
 from transformer_edu.toy.data import load_corpus
 
 model, tok, meta = load_tatoeba_checkpoint()  # the shipped model, from the wheel
-english = translate_batch(model, tok, ["私は太郎です。", "猫が好きです。"])
+english = translate_batch(model, tok, sys.argv[1:])
 print(json.dumps({"file": transformer_edu.__file__, "english": english,
                   "toy_pairs": len(load_corpus()), "steps": meta.get("steps"),
                   "public": sorted(transformer_edu.__all__),
@@ -79,16 +80,25 @@ def installed(tmp_path_factory) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     outside = tmp / "elsewhere"  # not the checkout: nothing importable from the cwd
     outside.mkdir()
-    ran = subprocess.run([python, "-c", RUN], cwd=outside, env=env,
+    ran = subprocess.run([python, "-c", RUN, *SENTENCES], cwd=outside, env=env,
                          capture_output=True, text=True, timeout=600)  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     cli = subprocess.run(
         [venv / "bin" / "transformer-edu", "translate", "--corpus", "tatoeba",
-         "--device", "cpu", "私は太郎です。"],
+         "--device", "cpu", SENTENCES[0]],
         cwd=outside, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     return {"wheel": wheel, "purelib": purelib, "cli": cli,
             "out": json.loads(ran.stdout.strip().splitlines()[-1])}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def checkout_model():
+    """The shipped model as this checkout loads it (what the wheel must reproduce)."""
+    from transformer_edu.tatoeba.checkpoint import load_tatoeba_checkpoint
+
+    model, tok, _ = load_tatoeba_checkpoint()
+    return model, tok
 
 
 def test_the_wheel_holds_the_data_the_package_reads(installed):
@@ -106,7 +116,9 @@ def test_the_wheel_holds_the_data_the_package_reads(installed):
     assert modules <= names, sorted(modules - names)
 
 
-def test_the_installed_package_loads_the_shipped_model_and_translates(installed):
+def test_the_installed_package_loads_the_shipped_model_and_translates(
+    installed, checkout_model
+):
     out = installed["out"]
     assert Path(out["file"]).resolve().is_relative_to(installed["purelib"].resolve())
     assert out["toy_pairs"] > 0 and out["steps"] > 0
@@ -114,20 +126,15 @@ def test_the_installed_package_loads_the_shipped_model_and_translates(installed)
 
     assert out["public"] == sorted(transformer_edu.__all__) and not out["missing"]
     # the installed model translates as the checkout's does
-    from transformer_edu.tatoeba.checkpoint import load_tatoeba_checkpoint
     from transformer_edu.tatoeba.translate import translate_batch
 
-    model, tok, _ = load_tatoeba_checkpoint()
-    assert out["english"] == translate_batch(
-        model, tok, ["私は太郎です。", "猫が好きです。"]
-    )
+    assert out["english"] == translate_batch(*checkout_model, SENTENCES)
     assert all(e.strip() for e in out["english"])
 
 
-def test_the_installed_command_translates(installed):
+def test_the_installed_command_translates(installed, checkout_model):
     """``transformer-edu translate`` (the console script) with its default decoding,
     the one chosen on dev."""
-    from transformer_edu.tatoeba.checkpoint import load_tatoeba_checkpoint
     from transformer_edu.tatoeba.translate import (
         DEFAULT_ALPHA,
         DEFAULT_BEAM,
@@ -136,8 +143,7 @@ def test_the_installed_command_translates(installed):
 
     cli = installed["cli"]
     assert cli.returncode == 0, cli.stderr
-    model, tok, _ = load_tatoeba_checkpoint()
     (want,) = translate_batch(
-        model, tok, ["私は太郎です。"], DEFAULT_BEAM, DEFAULT_ALPHA
+        *checkout_model, SENTENCES[:1], DEFAULT_BEAM, DEFAULT_ALPHA
     )
     assert want in cli.stdout

@@ -12,6 +12,7 @@ from torch import nn
 
 from transformer_edu.model.norm import LayerNorm
 from transformer_edu.model.transformer import count_parameters
+from transformer_edu.modern.experiments import heldout_loss, toy_data
 from transformer_edu.toy.data import make_batch
 from transformer_edu.toy.training import TOY_TRAINING, train
 
@@ -25,7 +26,7 @@ BASE = "the toy translator"
 
 
 def _logits(model: nn.Module) -> torch.Tensor:
-    pairs, _, sv, tv = ladder.data()
+    pairs, _, sv, tv = toy_data()
     b = make_batch(pairs[:4], sv, tv)
     model.eval()
     with torch.no_grad():
@@ -38,11 +39,11 @@ def test_every_variant_differs_from_the_translator_and_trains():
         model, recipe = ladder.build(name, 0)
         if name not in (BASE, "no label smoothing"):  # that one: another loss
             assert not torch.allclose(_logits(model), base), name
-        pairs, held_out, sv, tv = ladder.data()
+        pairs, held_out, sv, tv = toy_data()
         recipe.epochs = 1
         hist = train(model, pairs[:128], sv, tv, recipe, progress=False)
         assert len(hist.step_loss) == 2, name  # two batches of 64
-        assert ladder.heldout_loss(model, held_out[:16], sv, tv) < 100, name  # not NaN
+        assert heldout_loss(model, held_out[:16]) < 100, name  # not NaN
 
 
 def test_each_variant_takes_out_one_thing():

@@ -258,7 +258,7 @@ class GroupedQueryAttention(MultiHeadAttention):
         bias = None
         if self.position is not None:
             q, k, bias = self.position_inside(q, k)
-        group = self.n_heads // k.size(1)
+        group = self.n_heads // self.n_kv_heads
         if group > 1:  # G = H: nothing to share
             k = k.repeat_interleave(group, dim=1)  # (B, H, S, Dh)
             v = v.repeat_interleave(group, dim=1)
