@@ -61,6 +61,7 @@ import sys
 from pathlib import Path
 
 import editions  # book/ (this folder) is on sys.path: _config.yml's local_extensions
+from lean_path import GOING_DEEPER
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE_MODULES = ROOT / "book_assets" / "node_modules"
@@ -533,6 +534,27 @@ def _accessible_html(app) -> None:
     )
 
 
+def _going_deeper_transform():
+    from docutils import nodes
+    from sphinx.transforms import SphinxTransform
+
+    class GoingDeeper(SphinxTransform):
+        """A section whose title starts "Going deeper:" (the Japanese edition's
+        「さらに深く：」) is off the core path (book/lean_path.py): it gets the class
+        ``going-deeper``, which _static/custom.css draws as a marked box. After the
+        Locale transform (20) has put the translation in."""
+
+        default_priority = 872
+
+        def apply(self, **kwargs) -> None:
+            for section in self.document.findall(nodes.section):
+                title = section.next_node(nodes.title)
+                if title is not None and title.astext().startswith(GOING_DEEPER):
+                    section["classes"].append("going-deeper")
+
+    return GoingDeeper
+
+
 def setup(app):
     if os.environ.get("TRANSFORMER_EDU_KERNEL_LOCK"):  # set by the test run only
         serialise_kernel_starts(os.environ["TRANSFORMER_EDU_KERNEL_LOCK"])
@@ -541,6 +563,7 @@ def setup(app):
     app.connect("builder-inited", _builder_inited)
     app.connect("env-updated", _env_updated)
     app.connect("html-page-context", _html_page_context)
+    app.add_transform(_going_deeper_transform())
     editions.setup(app)  # the language switcher; the Japanese pages' figures, Colab
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 

@@ -15,9 +15,16 @@ The rule, written once (tests/book/test_lean_path.py holds every chapter to it):
 - Exempt: the Colab install cell (``colab-install``), solutions (``solution``: their own
   rule, tests/book/test_student_editions.py), removed cells (``remove-cell``).
 
-``python book/lean_path.py`` prints, per chapter, the visible code characters and the
+The core path (issue 42): a section whose heading starts ``Going deeper:`` (the
+Japanese edition's 「さらに深く：」) is optional. Its heading cell says so in
+``OPTIONAL_LINE``, the book draws it as a marked box (book_extension: the class
+``going-deeper``), and it stands at the chapter's end, after the core and before the
+summary and exercises (``off_path_problems``): a reader can stop where it begins.
+
+``python book/lean_path.py`` prints, per chapter, the visible code characters, the
 reading time of the visible text (prose words and visible code words at 200 words a
-minute), and ``--before REV`` the same for the chapters at a git revision.
+minute) and of its core (the same, less the going-deeper sections), and
+``--before REV`` the same for the chapters at a git revision.
 """
 
 from __future__ import annotations
@@ -42,6 +49,11 @@ PLOT_METHODS = {
     "update_traces", "add_hrect", "add_vrect", "savefig", "imshow",
 }  # fmt: skip
 WORDS_PER_MINUTE = 200
+GOING_DEEPER = ("Going deeper:", "さらに深く：")  # a heading's start, each edition
+OPTIONAL_LINE = "*Off the core path: skip this section on a first reading.*"
+# the sections a chapter ends with, after its going-deeper ones
+CLOSING = ("Summary", "Exercises")
+HEADING = re.compile(r"^(#{1,6}) +(.*)$", re.MULTILINE)
 MAGIC = re.compile(r"^\s*[%!].*$", re.MULTILINE)
 
 
@@ -150,15 +162,68 @@ def prose(cells: list[dict]) -> str:
     )
 
 
+def headings(cell: dict) -> list[tuple[int, str]]:
+    """(level, title) of each Markdown heading in a markdown cell."""
+    if cell["cell_type"] != "markdown":
+        return []
+    return [
+        (len(m[1]), m[2].strip()) for m in HEADING.finditer("".join(cell["source"]))
+    ]
+
+
+def sections(cells: list[dict]) -> list[tuple[str, list[dict]]]:
+    """The chapter cut at its level-2 headings: (title, cells), the first titled ''.
+    A going-deeper section runs from its heading to the next level-2 heading."""
+    out: list[tuple[str, list[dict]]] = [("", [])]
+    for cell in cells:
+        level2 = [t for level, t in headings(cell) if level == 2]
+        if level2:
+            out.append((level2[0], []))
+        out[-1][1].append(cell)
+    return out
+
+
+def going_deeper(title: str) -> bool:
+    return title.startswith(GOING_DEEPER)
+
+
+def core(cells: list[dict]) -> list[dict]:
+    """The cells of the core path: all but the going-deeper sections'."""
+    return [c for title, cs in sections(cells) if not going_deeper(title) for c in cs]
+
+
+def off_path_problems(cells: list[dict]) -> list[str]:
+    """Where the chapter breaks the going-deeper rule: a going-deeper heading below
+    level 2, a going-deeper section whose heading cell lacks ``OPTIONAL_LINE``, or a
+    core section after a going-deeper one (other than the summary and exercises)."""
+    problems = []
+    for cell in cells:
+        for level, title in headings(cell):
+            if going_deeper(title) and level != 2:
+                problems.append(f"{title!r}: a going-deeper section is a level-2 one")
+    seen = None
+    for title, cs in sections(cells):
+        if going_deeper(title):
+            if OPTIONAL_LINE not in "".join(cs[0]["source"]):
+                problems.append(f"{title!r}: its heading cell lacks {OPTIONAL_LINE!r}")
+            seen = title
+        elif seen and not title.startswith(CLOSING):
+            problems.append(f"{title!r}: a core section after {seen!r}")
+    return problems
+
+
 def report(cells: list[dict]) -> dict:
     code, text = visible_code(cells), prose(cells)
     all_code = sum(len("".join(c["source"])) for c in cells if c["cell_type"] == "code")
     words = len(text.split()) + len(code.split())
+    kept = core(cells)
+    core_words = len(prose(kept).split()) + len(visible_code(kept).split())
     return {
         "visible_code_chars": len(code),
         "all_code_chars": all_code,
         "prose_words": len(text.split()),
         "reading_minutes": round(words / WORDS_PER_MINUTE, 1),
+        "core_minutes": round(core_words / WORDS_PER_MINUTE, 1),
     }
 
 
@@ -191,18 +256,31 @@ def main(argv: list[str] | None = None) -> int:
         if args.before
         else {}
     )
-    head = (
+    print(
         f"{'chapter':34} {'visible code':>14} {'of all code':>12} {'reading min':>12}"
+        f" {'core min':>12}"
     )
-    print(head)
+    totals = {"": [0.0, 0.0], "at --before": [0.0, 0.0]}
     for name, r in now.items():
         b = before.get(name)
         vis = f"{r['visible_code_chars']:,}"
-        mins = f"{r['reading_minutes']}"
+        mins, core_mins = f"{r['reading_minutes']}", f"{r['core_minutes']}"
         if b:
             vis = f"{b['visible_code_chars']:,} → {vis}"
             mins = f"{b['reading_minutes']} → {mins}"
-        print(f"{name:34} {vis:>14} {r['all_code_chars']:>12,} {mins:>12}")
+            core_mins = f"{b['core_minutes']} → {core_mins}"
+        print(
+            f"{name:34} {vis:>14} {r['all_code_chars']:>12,} {mins:>12} {core_mins:>12}"
+        )
+        if name[:2] <= "09":  # the core chapters, 1 to 9
+            for key, rep in (("", r), ("at --before", b)):
+                if rep:
+                    totals[key][0] += rep["reading_minutes"]
+                    totals[key][1] += rep["core_minutes"]
+    for key, (everything, kept) in totals.items():
+        if everything:
+            print(f"chapters 1-9{' ' + key if key else ''}: reading {everything:.1f} min,"
+                  f" core {kept:.1f} min ({kept / everything:.0%})")  # fmt: skip
     return 0
 
 

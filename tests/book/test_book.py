@@ -15,8 +15,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from lean_path import going_deeper, sections  # book/ is on pythonpath
 from playwright.sync_api import expect
-from sync_colab import colab_link, repository, toc_files  # book/ is on pythonpath
+from sync_colab import colab_link, repository, toc_files
 
 pytestmark = pytest.mark.book
 
@@ -225,6 +226,28 @@ def test_no_page_shows_a_markdown_table_as_text(book, page, edition):
     text = re.sub(r"<[^>]+>", "", html)
     found = PIPE_TABLE.findall(text)
     assert not found, f"{edition}{page}: a table shown as text ({found[0]!r})"
+
+
+GOING_DEEPER_SECTION = re.compile(r'<section class="going-deeper" id="([^"]+)"')
+
+
+@pytest.mark.parametrize("edition", ["", "ja/"])
+def test_every_going_deeper_section_is_drawn_as_one(book, edition):
+    """Each chapter's going-deeper sections (book/lean_path.py) carry the class that
+    draws their bar (book_extension, _static/custom.css), in both editions: the
+    Japanese heading must keep its 「さらに深く：」 for the page to mark it."""
+    marked = 0
+    for page in PAGES:
+        source = ROOT / f"{page}.ipynb"
+        if not source.exists():
+            continue
+        cells = json.loads(source.read_text(encoding="utf8"))["cells"]
+        want = sum(going_deeper(title) for title, _ in sections(cells))
+        html = (HTML_DIR / f"{edition}{page}.html").read_text(encoding="utf8")
+        found = GOING_DEEPER_SECTION.findall(html)
+        assert len(found) == want, f"{edition}{page}: {found} for {want} sections"
+        marked += want
+    assert marked >= 5  # the rule is in use
 
 
 EMPTY_OUTPUT = re.compile(

@@ -8,7 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
-from lean_path import check_cells, instrumentation, report  # book/ is on pythonpath
+from lean_path import (  # book/ is on pythonpath
+    OPTIONAL_LINE,
+    check_cells,
+    instrumentation,
+    off_path_problems,
+    report,
+)
 from sync_colab import toc_notebooks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,3 +72,45 @@ def test_instrumentation_kinds():
         "plotting"
     }
     assert instrumentation("out = model(src, tgt)\nprint(out.shape)") == set()
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_going_deeper_sections_close_the_chapter(path):
+    """A going-deeper section says it is optional and stands after the core, so a
+    reader can stop where the first one begins (before the summary and exercises)."""
+    cells = _cells(path)
+    problems = off_path_problems(cells)
+    assert not problems, f"{path.name}:\n" + "\n".join(problems)
+    r = report(cells)
+    assert r["core_minutes"] <= r["reading_minutes"]
+
+
+def _md(source: str) -> dict:
+    return {"cell_type": "markdown", "source": source, "metadata": {}}
+
+
+def test_the_going_deeper_rule_can_fail():
+    ok = [
+        _md("# 1. A chapter\n\nThe idea."),
+        _md("## The core\n\nMore of it."),
+        _code("x = 1"),
+        _md(f"## Going deeper: a detail\n\n{OPTIONAL_LINE}\n\nIt."),
+        _code("y = 2"),
+        _md("## Summary\n\n- x"),
+        _md("## Exercises\n\n1. Do it."),
+    ]
+    assert off_path_problems(ok) == []
+    r = report(ok)
+    assert r["core_minutes"] < r["reading_minutes"]  # the detail is not core
+    unmarked = [*ok[:3], _md("## Going deeper: a detail\n\nIt."), *ok[4:]]
+    core_after = [*ok[:5], _md("## More core\n\nText."), *ok[5:]]
+    too_deep = [*ok[:3], _md(f"### Going deeper: a detail\n\n{OPTIONAL_LINE}"), *ok[4:]]
+    assert off_path_problems(unmarked) == [
+        f"'Going deeper: a detail': its heading cell lacks {OPTIONAL_LINE!r}"
+    ]
+    assert off_path_problems(core_after) == [
+        "'More core': a core section after 'Going deeper: a detail'"
+    ]
+    assert off_path_problems(too_deep) == [
+        "'Going deeper: a detail': a going-deeper section is a level-2 one"
+    ]
