@@ -2,9 +2,9 @@
 
     python scripts/record_tatoeba_outputs.py
         # the shipped model -> transformer_edu/tatoeba/weights/tatoeba_ja_en.outputs.json
-    python scripts/record_tatoeba_outputs.py --commit c73b6fe --name previous
-        # the model shipped at that commit, with that commit's SentencePiece model and
-        # training split -> transformer_edu/tatoeba/weights/tatoeba_ja_en.previous.outputs.json
+    python scripts/record_tatoeba_outputs.py --commit c73b6fe --name v2
+        # the model shipped at that commit (v2), with that commit's SentencePiece model
+        # and training split -> transformer_edu/tatoeba/weights/tatoeba_ja_en.v2.outputs.json
 
 The dev and test pairs are those of the corpus that ships now, whichever model
 translates them: the split keeps every one of them out of both models' training

@@ -1,22 +1,23 @@
-"""Score the recorded outputs of the shipped Tatoeba model (and of the model before it)
-and record every figure chapter 12 states about them.
+"""Score the recorded outputs of the shipped Tatoeba model, v3 (and of v2, the model
+before it: chapter 12 names the three models v1, v2, v3), and record every figure
+chapter 12 states about them.
 
     python scripts/record_tatoeba_outputs.py                                # first
-    python scripts/record_tatoeba_outputs.py --commit c73b6fe --name previous
+    python scripts/record_tatoeba_outputs.py --commit c73b6fe --name v2
     python scripts/record_tatoeba_scores.py   # -> transformer_edu/tatoeba/weights/
                                               #      tatoeba_ja_en.scores.json
 
-From ``tatoeba_ja_en.outputs.json`` (and ``.previous.outputs.json``), no model needed:
+From ``tatoeba_ja_en.outputs.json`` (and ``.v2.outputs.json``), no model needed:
 - every decoding on dev and test: BLEU and chrF, each with sacreBLEU's 95 % bootstrap
   interval and signature, and the length ratio;
 - sacreBLEU's paired bootstrap test: the chosen decoding against greedy, and this
-  model against the previous one, each decoding, on the whole test split (pairs
+  model against v2, each decoding, on the whole test split (pairs
   neither trained on) and on its pairs whose English reference neither had among its
-  training sentences (the previous split's leak left out: the fair comparison);
+  training sentences (v2's split's leak left out: the fair comparison);
 - what goes wrong: outputs with a word the training English never has, outputs that
   are verbatim training sentences, test BLEU by the length of the Japanese;
-- the leak of the previous split: both models' test scores on the pairs whose
-  reference occurs in the previous model's training English, and on the rest (the
+- the leak of v2's split: both models' test scores on the pairs whose
+  reference occurs in v2's training English, and on the rest (the
   split of now has no such pairs; the shipped model, which never saw those references,
   measures how much easier those pairs are anyway).
 
@@ -116,19 +117,19 @@ def failures(outputs: dict, pairs: dict) -> dict:
     return out
 
 
-def leaked_and_fair(previous: dict) -> dict[str, list[int]]:
-    """The test pairs (their indices) whose reference occurs in the previous model's
-    training English (the previous split's leak: "seen"), and the rest ("unseen"),
+def leaked_and_fair(v2: dict) -> dict[str, list[int]]:
+    """The test pairs (their indices) whose reference occurs in v2's training English
+    (the leak of v2's split: "seen"), and the rest ("unseen"),
     whose reference neither model trained on."""
-    seen = set(previous["splits"]["test"]["en_in_train"])
-    every = range(len(previous["splits"]["test"]["ids"]))
+    seen = set(v2["splits"]["test"]["en_in_train"])
+    every = range(len(v2["splits"]["test"]["ids"]))
     return {"seen": [i for i in every if i in seen],
             "unseen": [i for i in every if i not in seen]}  # fmt: skip
 
 
 def leak(records: dict, pairs: dict, parts_of: dict[str, list[int]]) -> dict:
-    """Test scores of each model on the pairs whose reference occurs in the previous
-    model's training English (the previous split's leak), and on the rest."""
+    """Test scores of each model on the pairs whose reference occurs in v2's training
+    English (the leak of v2's split), and on the rest."""
     out: dict = {}
     for who, rec in records.items():
         for d in rec["decodings"]:
@@ -144,9 +145,9 @@ def main() -> int:
     stem = shipped_model_path().with_suffix("").name
     pairs = {s: load_tatoeba(s) for s in SPLITS}
     refs = {s: [p.en for p in pairs[s]] for s in SPLITS}
-    records = {"shipped": read_record(f"{stem}.outputs.json")}
+    records = {"v3": read_record(f"{stem}.outputs.json")}  # the shipped model
     try:
-        records["previous"] = read_record(f"{stem}.previous.outputs.json")
+        records["v2"] = read_record(f"{stem}.v2.outputs.json")
     except FileNotFoundError:
         pass
     for name, rec in records.items():
@@ -155,7 +156,7 @@ def main() -> int:
                 raise SystemExit(
                     f"{name}'s outputs are of other {s} pairs: record again"
                 )
-    now = records["shipped"]
+    now = records["v3"]
     by_name = {d["name"]: d for d in now["decodings"]}
     if CHOSEN not in by_name:
         raise SystemExit(f"no outputs of {CHOSEN} (the chosen decoding): record again")
@@ -176,10 +177,10 @@ def main() -> int:
             out["paired"].append(paired_row(
                 "test", "greedy", other, by_name["greedy"]["test"],
                 by_name[other]["test"], refs["test"]))  # fmt: skip
-    if "previous" in records:
-        prev = records["previous"]
-        out["previous"] = {
-            "outputs": f"{stem}.previous.outputs.json",
+    if "v2" in records:
+        prev = records["v2"]
+        out["v2"] = {
+            "outputs": f"{stem}.v2.outputs.json",
             "trained_by": prev["model"]["trained_by"],
             "commit": prev["model"]["trained_at"],
             "scores": scores_of(prev, refs),
@@ -190,15 +191,15 @@ def main() -> int:
         parts_of = leaked_and_fair(prev)
         out["leak"] = leak(records, pairs, parts_of)
         # and on the test pairs whose reference neither model had among its training
-        # English (the previous split's leak left out): the fair comparison
+        # English (v2's split's leak left out): the fair comparison
         fair = parts_of["unseen"]
         for d in prev["decodings"]:
             if d["name"] in by_name:
                 out["paired"].append(paired_row(
-                    "test", f"previous, {d['name']}", f"shipped, {d['name']}",
+                    "test", f"v2, {d['name']}", f"v3, {d['name']}",
                     d["test"], by_name[d["name"]]["test"], refs["test"]))  # fmt: skip
                 out["paired"].append(paired_row(
-                    UNSEEN_BY_BOTH, f"previous, {d['name']}", f"shipped, {d['name']}",
+                    UNSEEN_BY_BOTH, f"v2, {d['name']}", f"v3, {d['name']}",
                     [d["test"][i] for i in fair],
                     [by_name[d["name"]]["test"][i] for i in fair],
                     [refs["test"][i] for i in fair]))  # fmt: skip
