@@ -114,3 +114,17 @@ def test_the_going_deeper_rule_can_fail():
     assert off_path_problems(too_deep) == [
         "'Going deeper: a detail': a going-deeper section is a level-2 one"
     ]
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_each_chapter_says_what_it_assumes(path):
+    """The learning goals (what the chapter builds) end with what it assumes."""
+    goals = [
+        "".join(c["source"])
+        for c in _cells(path)
+        if c["cell_type"] == "markdown" and "## Learning goals" in "".join(c["source"])
+    ]
+    assert len(goals) == 1, f"{path.name}: one learning-goals cell"
+    assert "**Before you start:**" in goals[0], (
+        f"{path.name} does not say what it assumes"
+    )
