@@ -541,8 +541,8 @@ def _going_deeper_transform():
     class GoingDeeper(SphinxTransform):
         """A section whose title starts "Going deeper:" (the Japanese edition's
         「さらに深く：」) is off the core path (book/lean_path.py): it gets the class
-        ``going-deeper``, which _static/custom.css draws as a marked box. After the
-        Locale transform (20) has put the translation in."""
+        ``going-deeper``, which _static/custom.css draws as a bar down its left edge.
+        After the Locale transform (20) has put the translation in."""
 
         default_priority = 872
 

@@ -17,7 +17,7 @@ The rule, written once (tests/book/test_lean_path.py holds every chapter to it):
 
 The core path (issue 42): a section whose heading starts ``Going deeper:`` (the
 Japanese edition's 「さらに深く：」) is optional. Its heading cell says so in
-``OPTIONAL_LINE``, the book draws it as a marked box (book_extension: the class
+``OPTIONAL_LINE``, the book draws a bar beside it (book_extension: the class
 ``going-deeper``), and it stands at the chapter's end, after the core and before the
 summary and exercises (``off_path_problems``): a reader can stop where it begins.
 
