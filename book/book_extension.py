@@ -78,6 +78,7 @@ TRANSLATOR_DIR = "translator"  # under _static: the exported ONNX graphs and JSO
 TATOEBA_DIR = "tatoeba"  # under _static: the Tatoeba model's int8 graphs, spm, JSON
 FIGURE_CONTROLS_JS = "figure_controls.js"  # under _static, from book/
 FIGURE_THEME_JS = "figure_theme.js"  # the figures follow the light / dark mode
+GOING_DEEPER_JS = "going_deeper.js"  # folds the going-deeper sections
 # Before require.js (500): plotly.js bundles built as UMD (2.x) register themselves
 # as an anonymous AMD module, not window.Plotly, when require.js is already there.
 # plotly.js 4 always sets window.Plotly; loading it first is right for both.
@@ -285,7 +286,7 @@ def _builder_inited(app) -> None:
     if app.builder.format == "html":
         static = Path(app.outdir) / "_static"
         copy_assets(static)
-        for script in (FIGURE_CONTROLS_JS, FIGURE_THEME_JS):
+        for script in (FIGURE_CONTROLS_JS, FIGURE_THEME_JS, GOING_DEEPER_JS):
             shutil.copy2(Path(__file__).with_name(script), static)
         english = ROOT / "_build" / "html" / "_static"
         if os.environ.get(EDITION_ENV) and (english / TRANSLATOR_DIR).is_dir():
@@ -388,6 +389,8 @@ def _html_page_context(app, pagename, templatename, context, doctree) -> None:
             app.add_js_file(
                 None, body=PLOTLY_WAITS_FOR_FONT, priority=PLOTLY_PRIORITY + 1
             )
+    if "going-deeper-body" in body:
+        app.add_js_file(GOING_DEEPER_JS)
     if "application/vnd.jupyter.widget-view+json" in body:
         # RequireJS reads this global as its config when it loads. The widget manager
         # finds its Font Awesome files next to its module's address, which otherwise
@@ -541,16 +544,34 @@ def _going_deeper_transform():
     class GoingDeeper(SphinxTransform):
         """A section whose title starts "Going deeper:" (the Japanese edition's
         「さらに深く：」) is off the core path (book/lean_path.py): it gets the class
-        ``going-deeper``, which _static/custom.css draws as a bar down its left edge.
-        After the Locale transform (20) has put the translation in."""
+        ``going-deeper``, which _static/custom.css draws as a bar down its left edge,
+        and what follows its title and its "off the core path" line (an emphasised
+        paragraph) goes into ``<div class="going-deeper-body">``, which
+        going_deeper.js folds behind a button. After the Locale transform (20) has
+        put the translation in."""
 
         default_priority = 872
 
         def apply(self, **kwargs) -> None:
-            for section in self.document.findall(nodes.section):
+            for section in list(self.document.findall(nodes.section)):
                 title = section.next_node(nodes.title)
-                if title is not None and title.astext().startswith(GOING_DEEPER):
-                    section["classes"].append("going-deeper")
+                if title is None or not title.astext().startswith(GOING_DEEPER):
+                    continue
+                section["classes"].append("going-deeper")
+                start = section.index(title) + 1
+                rest = section.children[start:]
+                if (
+                    rest
+                    and isinstance(rest[0], nodes.paragraph)
+                    and len(rest[0].children) == 1
+                    and isinstance(rest[0][0], nodes.emphasis)
+                ):
+                    start, rest = start + 1, rest[1:]
+                body = nodes.container(classes=["going-deeper-body"])
+                for child in rest:
+                    section.remove(child)
+                    body += child
+                section.insert(start, body)
 
     return GoingDeeper
 

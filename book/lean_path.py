@@ -16,10 +16,13 @@ The rule, written once (tests/book/test_lean_path.py holds every chapter to it):
   rule, tests/book/test_student_editions.py), removed cells (``remove-cell``).
 
 The core path (issue 42): a section whose heading starts ``Going deeper:`` (the
-Japanese edition's 「さらに深く：」) is optional. Its heading cell says so in
-``OPTIONAL_LINE``, the book draws a bar beside it (book_extension: the class
-``going-deeper``), and it stands at the chapter's end, after the core and before the
-summary and exercises (``off_path_problems``): a reader can stop where it begins.
+Japanese edition's 「さらに深く：」) is optional. It is a level-2 or level-3 section and
+runs to the next heading of its level or above. Its heading begins a cell that says so
+in ``OPTIONAL_LINE``; the book draws a bar beside it and folds it behind a button
+(book_extension: the class ``going-deeper``; _static/going_deeper.js), so it can stand
+where its subject is. A reader who skips it loses nothing the core needs: no code
+cell after it on the core path reads a name that only a going-deeper section defines
+(``off_path_problems``).
 
 ``python book/lean_path.py`` prints, per chapter, the visible code characters, the
 reading time of the visible text (prose words and visible code words at 200 words a
@@ -51,8 +54,6 @@ PLOT_METHODS = {
 WORDS_PER_MINUTE = 200
 GOING_DEEPER = ("Going deeper:", "さらに深く：")  # a heading's start, each edition
 OPTIONAL_LINE = "*Off the core path: skip this section on a first reading.*"
-# the sections a chapter ends with, after its going-deeper ones
-CLOSING = ("Summary", "Exercises")
 HEADING = re.compile(r"^(#{1,6}) +(.*)$", re.MULTILINE)
 MAGIC = re.compile(r"^\s*[%!].*$", re.MULTILINE)
 
@@ -171,44 +172,87 @@ def headings(cell: dict) -> list[tuple[int, str]]:
     ]
 
 
-def sections(cells: list[dict]) -> list[tuple[str, list[dict]]]:
-    """The chapter cut at its level-2 headings: (title, cells), the first titled ''.
-    A going-deeper section runs from its heading to the next level-2 heading."""
-    out: list[tuple[str, list[dict]]] = [("", [])]
-    for cell in cells:
-        level2 = [t for level, t in headings(cell) if level == 2]
-        if level2:
-            out.append((level2[0], []))
-        out[-1][1].append(cell)
-    return out
-
-
 def going_deeper(title: str) -> bool:
     return title.startswith(GOING_DEEPER)
 
 
+def going_deeper_spans(cells: list[dict]) -> list[tuple[str, int, list[int]]]:
+    """Each going-deeper section as (title, level, the indices of its cells): from
+    its heading's cell to the cell before the next heading of its level or above."""
+    out: list[tuple[str, int, list[int]]] = []
+    current: tuple[str, int, list[int]] | None = None
+    for i, cell in enumerate(cells):
+        found = headings(cell)
+        if current and any(level <= current[1] for level, _ in found):
+            current = None
+        if current is None:
+            deeper = [(level, t) for level, t in found if going_deeper(t)]
+            if deeper:
+                current = (deeper[0][1], deeper[0][0], [])
+                out.append(current)
+        if current:
+            current[2].append(i)
+    return out
+
+
 def core(cells: list[dict]) -> list[dict]:
     """The cells of the core path: all but the going-deeper sections'."""
-    return [c for title, cs in sections(cells) if not going_deeper(title) for c in cs]
+    off = {i for _, _, span in going_deeper_spans(cells) for i in span}
+    return [c for i, c in enumerate(cells) if i not in off]
+
+
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """(the names a code cell binds, the names it reads)."""
+    tree = ast.parse(MAGIC.sub("", source))
+    bound, read = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (bound if isinstance(node.ctx, ast.Store | ast.Del) else read).add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):  # a parameter: a local name
+            bound.add(node.arg)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return bound, read
 
 
 def off_path_problems(cells: list[dict]) -> list[str]:
-    """Where the chapter breaks the going-deeper rule: a going-deeper heading below
-    level 2, a going-deeper section whose heading cell lacks ``OPTIONAL_LINE``, or a
-    core section after a going-deeper one (other than the summary and exercises)."""
+    """Where the chapter breaks the going-deeper rule: a going-deeper heading outside
+    levels 2 and 3, or not at the start of its cell, or in a cell without
+    ``OPTIONAL_LINE``; or a core code cell after a going-deeper section that reads a
+    name only going-deeper sections bind (a reader who skipped it would miss it)."""
     problems = []
     for cell in cells:
-        for level, title in headings(cell):
-            if going_deeper(title) and level != 2:
-                problems.append(f"{title!r}: a going-deeper section is a level-2 one")
-    seen = None
-    for title, cs in sections(cells):
-        if going_deeper(title):
-            if OPTIONAL_LINE not in "".join(cs[0]["source"]):
+        text = "".join(cell["source"])
+        for k, (level, title) in enumerate(headings(cell)):
+            if not going_deeper(title):
+                continue
+            if level not in (2, 3):
+                problems.append(f"{title!r}: a going-deeper section is level 2 or 3")
+            if k or not text.lstrip().startswith("#"):
+                problems.append(f"{title!r}: its heading must begin its cell")
+            if OPTIONAL_LINE not in text:
                 problems.append(f"{title!r}: its heading cell lacks {OPTIONAL_LINE!r}")
-            seen = title
-        elif seen and not title.startswith(CLOSING):
-            problems.append(f"{title!r}: a core section after {seen!r}")
+    spans = going_deeper_spans(cells)
+    off = {i: title for title, _, span in spans for i in span}
+    core_bound: set[str] = set()
+    deeper_bound: dict[str, str] = {}
+    for i, cell in enumerate(cells):
+        tags = set(cell.get("metadata", {}).get("tags", []))
+        if cell["cell_type"] != "code" or tags & EXEMPT:
+            continue
+        bound, read = _names("".join(cell["source"]))
+        if i in off:
+            for name in bound:
+                deeper_bound.setdefault(name, off[i])
+            continue
+        for name in sorted(read - core_bound - bound):
+            if name in deeper_bound:
+                problems.append(
+                    f"cell {i} reads {name!r}, which only {deeper_bound[name]!r} binds"
+                )
+        core_bound |= bound
     return problems
 
 

@@ -172,9 +172,18 @@ def colour_scale_problem(scale, zmin: float, zmax: float) -> str | None:
     return None
 
 
+# every going-deeper section open (book/going_deeper.js folds them): the checks see
+# the whole page; tests/book/test_book.py checks the folding itself
+OPEN_GOING_DEEPER_JS = """() => document
+  .querySelectorAll('.going-deeper-toggle[aria-expanded="false"]')
+  .forEach((button) => button.click())"""
+
+
 def wait_until_drawn(tab) -> None:
-    """Wait until the loaded page's figures, widgets and keyboard controls are drawn
-    (or 20 s per kind has passed: what is missing is reported by the checks)."""
+    """Open the page's going-deeper sections, then wait until its figures, widgets
+    and keyboard controls are drawn (or 20 s per kind has passed: what is missing is
+    reported by the checks)."""
+    tab.evaluate(OPEN_GOING_DEEPER_JS)
     tab.evaluate(SETTLE_JS)
     for ready in (RENDERED_JS, CONTROLS_READY_JS):
         try:

@@ -15,7 +15,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from lean_path import going_deeper, sections  # book/ is on pythonpath
+from lean_path import going_deeper_spans  # book/ is on pythonpath
 from playwright.sync_api import expect
 from sync_colab import colab_link, repository, toc_files
 
@@ -242,12 +242,73 @@ def test_every_going_deeper_section_is_drawn_as_one(book, edition):
         if not source.exists():
             continue
         cells = json.loads(source.read_text(encoding="utf8"))["cells"]
-        want = sum(going_deeper(title) for title, _ in sections(cells))
+        want = len(going_deeper_spans(cells))
         html = (HTML_DIR / f"{edition}{page}.html").read_text(encoding="utf8")
         found = GOING_DEEPER_SECTION.findall(html)
         assert len(found) == want, f"{edition}{page}: {found} for {want} sections"
         marked += want
     assert marked >= 5  # the rule is in use
+
+
+FOLD_STATE_JS = """() => [...document.querySelectorAll('section.going-deeper')]
+  .map((section) => {
+    const button = section.querySelector(':scope > .going-deeper-toggle');
+    const body = section.querySelector(':scope > .going-deeper-body');
+    return {
+      label: button && button.textContent,
+      expanded: button && button.getAttribute('aria-expanded'),
+      controls: button && button.getAttribute('aria-controls') === body.id,
+      hidden: body.getAttribute('hidden'),
+      height: body.getBoundingClientRect().height,
+      inside: (body.querySelector('[id]') || {}).id || null,
+    };
+  })"""
+
+
+@pytest.mark.parametrize("edition", ["", "ja/"])
+def test_going_deeper_sections_fold_and_open(book, browser, edition):
+    """A going-deeper section opens folded behind a button under its heading
+    (book/going_deeper.js); Enter on the button opens it and again closes it, a link
+    to something inside it opens that one only, and print shows it open."""
+    page = HTML_DIR / f"{edition}chapters/06_masking.html"
+    label = ("この節を開く", "この節を閉じる") if edition else (
+        "Open this section", "Close this section")  # fmt: skip
+    tab = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        tab.goto(page.as_uri(), wait_until="load")
+        state = tab.evaluate(FOLD_STATE_JS)
+        assert len(state) >= 2, state
+        for s in state:
+            assert (s["label"], s["expanded"], s["controls"]) == (
+                label[0],
+                "false",
+                True,
+            )
+            assert s["hidden"] == "until-found" and s["height"] == 0, s
+        button = tab.locator(".going-deeper-toggle").first
+        button.focus()
+        tab.keyboard.press("Enter")
+        first = tab.evaluate(FOLD_STATE_JS)[0]
+        assert (first["label"], first["expanded"], first["hidden"]) == (
+            label[1], "true", None)  # fmt: skip
+        assert first["height"] > 100
+        tab.keyboard.press("Enter")
+        assert tab.evaluate(FOLD_STATE_JS)[0]["expanded"] == "false"
+
+        with_ids = [k for k, s in enumerate(state) if s["inside"]]
+        assert with_ids, "no going-deeper section holds anything with an id"
+        k = with_ids[-1]
+        tab.close()
+        tab = browser.new_page(viewport={"width": 1280, "height": 900})
+        tab.goto(f"{page.as_uri()}#{state[k]['inside']}", wait_until="load")
+        linked = [s["expanded"] for s in tab.evaluate(FOLD_STATE_JS)]
+        assert linked == ["true" if j == k else "false" for j in range(len(state))]
+
+        tab.emulate_media(media="print")
+        printed = tab.evaluate(FOLD_STATE_JS)
+        assert all(s["height"] > 100 for s in printed), printed
+    finally:
+        tab.close()
 
 
 EMPTY_OUTPUT = re.compile(

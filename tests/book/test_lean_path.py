@@ -11,6 +11,7 @@ import pytest
 from lean_path import (  # book/ is on pythonpath
     OPTIONAL_LINE,
     check_cells,
+    going_deeper_spans,
     instrumentation,
     off_path_problems,
     report,
@@ -75,9 +76,9 @@ def test_instrumentation_kinds():
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
-def test_going_deeper_sections_close_the_chapter(path):
-    """A going-deeper section says it is optional and stands after the core, so a
-    reader can stop where the first one begins (before the summary and exercises)."""
+def test_chapter_keeps_the_going_deeper_rule(path):
+    """A going-deeper section says it is optional, and a reader who skips it misses
+    nothing the core's code goes on to use."""
     cells = _cells(path)
     problems = off_path_problems(cells)
     assert not problems, f"{path.name}:\n" + "\n".join(problems)
@@ -94,25 +95,41 @@ def test_the_going_deeper_rule_can_fail():
         _md("# 1. A chapter\n\nThe idea."),
         _md("## The core\n\nMore of it."),
         _code("x = 1"),
-        _md(f"## Going deeper: a detail\n\n{OPTIONAL_LINE}\n\nIt."),
-        _code("y = 2"),
+        _md(f"### Going deeper: a detail\n\n{OPTIONAL_LINE}\n\nIt."),
+        _code("y = x + 2"),
+        _md("## More core\n\nText."),
+        _code("z = x + 1"),
+        _md(f"## Going deeper: another\n\n{OPTIONAL_LINE}\n\nIt."),
+        _code("w = z"),
         _md("## Summary\n\n- x"),
-        _md("## Exercises\n\n1. Do it."),
     ]
     assert off_path_problems(ok) == []
+    assert [(t, level, span) for t, level, span in going_deeper_spans(ok)] == [
+        ("Going deeper: a detail", 3, [3, 4]),
+        ("Going deeper: another", 2, [7, 8]),
+    ]
     r = report(ok)
-    assert r["core_minutes"] < r["reading_minutes"]  # the detail is not core
-    unmarked = [*ok[:3], _md("## Going deeper: a detail\n\nIt."), *ok[4:]]
-    core_after = [*ok[:5], _md("## More core\n\nText."), *ok[5:]]
-    too_deep = [*ok[:3], _md(f"### Going deeper: a detail\n\n{OPTIONAL_LINE}"), *ok[4:]]
+    assert r["core_minutes"] < r["reading_minutes"]  # the details are not core
+    unmarked = [*ok[:3], _md("### Going deeper: a detail\n\nIt."), *ok[4:]]
+    too_deep = [
+        *ok[:3],
+        _md(f"#### Going deeper: a detail\n\n{OPTIONAL_LINE}"),
+        *ok[4:],
+    ]
+    mid_cell = [*ok[:3], _md(f"Text.\n\n### Going deeper: a detail\n\n{OPTIONAL_LINE}"),
+                *ok[4:]]  # fmt: skip
+    needed = [*ok[:6], _code("z = y + 1"), *ok[7:]]
     assert off_path_problems(unmarked) == [
         f"'Going deeper: a detail': its heading cell lacks {OPTIONAL_LINE!r}"
     ]
-    assert off_path_problems(core_after) == [
-        "'More core': a core section after 'Going deeper: a detail'"
-    ]
     assert off_path_problems(too_deep) == [
-        "'Going deeper: a detail': a going-deeper section is a level-2 one"
+        "'Going deeper: a detail': a going-deeper section is level 2 or 3"
+    ]
+    assert off_path_problems(mid_cell) == [
+        "'Going deeper: a detail': its heading must begin its cell"
+    ]
+    assert off_path_problems(needed) == [
+        "cell 6 reads 'y', which only 'Going deeper: a detail' binds"
     ]
 
 
