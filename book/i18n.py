@@ -72,7 +72,8 @@ TEMPLATE_CONFIG = {
 }
 
 
-def _build_sphinx(outdir: Path, doctrees: Path, builder: str, overrides: dict) -> int:
+def _build_sphinx(outdir: Path, doctrees: Path, builder: str, overrides: dict,
+                  jobs: int = 1) -> int:  # fmt: skip
     from jupyter_book.sphinx import build_sphinx
 
     result = build_sphinx(
@@ -87,6 +88,7 @@ def _build_sphinx(outdir: Path, doctrees: Path, builder: str, overrides: dict) -
         keep_going=True,
         freshenv=True,
         force_all=True,
+        jobs=jobs,
     )
     if isinstance(result, Exception):
         raise result
@@ -292,7 +294,9 @@ def build() -> float:
     if out.exists():
         shutil.rmtree(out)
     os.environ["TRANSFORMER_EDU_EDITION"] = LANG  # book_extension reads it
-    code = _build_sphinx(out, JA_WORK / ".doctrees", "html", JA_CONFIG)
+    # read as the English build reads: a page per core, at most 4 (book/build.py)
+    jobs = int(os.environ.get("BOOK_JOBS") or min(os.cpu_count() or 1, 4))
+    code = _build_sphinx(out, JA_WORK / ".doctrees", "html", JA_CONFIG, jobs)
     if code:
         raise SystemExit(f"the Japanese build failed ({code})")
     if JA_HTML.exists():

@@ -760,6 +760,13 @@ def _counts(html: str) -> dict:
         "citations": len(re.findall(r'<span class="[^"]*\bcitation\b|role="doc-biblioref"'
                                     r'|class="reference internal" href="[^"]*bibliography', html)),
         "listings": html.count('class="tedu-source"'),
+        # the controls a reader moves: each figure's sliders and menus (plotly's
+        # layout, which book/figure_controls.js lays its keyboard controls over) and
+        # the widgets (tests/book/test_pages.py works them by keyboard on the English
+        # page only)
+        "sliders": len(re.findall(r'"steps": ?\[', html)),  # one array a slider
+        "menus": len(re.findall(r'"buttons": ?\[', html)),  # one array a menu
+        "widgets": html.count("application/vnd.jupyter.widget-view+json"),
     }  # fmt: skip
 
 

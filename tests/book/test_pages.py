@@ -5,7 +5,12 @@ font, no request to another host, no console error);
 it is accessible (tests/book/test_accessibility.py: axe-core, Tab and the keyboard,
 text alternatives, colour scales); and every control works with the mouse (each
 figure's sliders and menus, tests/book/test_book.py's `_exercise_controls`, and each
-widget's inputs, `_exercise_widgets`).
+widget's inputs, `_exercise_widgets`). A Japanese page is its English twin with its
+words translated (tests/book/test_i18n.py holds it to the same figures, controls and
+widgets): there its words are checked (fonts, text alternatives, axe's rules on
+names, labels and language) and its widgets worked, not again what it shares word
+for word with its twin, checked on the English page: the figures' controls by mouse
+and keyboard, the colours.
 
 A page is opened as a reader who opens it will: README says that opened from
 ``file://`` every figure and control that needs no model works, so a page with no
@@ -116,9 +121,8 @@ def check_page(browser, page: str, base: str) -> list[str]:
         tab.screenshot(path=str(SCREENSHOTS / f"{page.replace('/', '_')}.jpg"),
                        full_page=FULL_SCREENSHOTS, type="jpeg", quality=80)  # fmt: skip
         problems = []
-        # the figures' controls with the mouse on the English pages: the Japanese
-        # pages' figures are the same figures, their words translated (the keyboard
-        # works every control of every page below)
+        # the figures' controls with the mouse and the keyboard on the English pages:
+        # the Japanese pages' figures are the same figures, their words translated
         if english and m["figs"] == m["plots"]:
             problems += _exercise_controls(tab, False)
         if english:  # the Japanese in an English page: examples, figures, formulas
@@ -128,7 +132,7 @@ def check_page(browser, page: str, base: str) -> list[str]:
                                 f"Japanese font: {undrawn[:8]}")  # fmt: skip
         if model:
             warm_widgets(tab)  # a model fetched on first use: used once first
-        problems += page_problems(tab)
+        problems += page_problems(tab, twin=not english)
         found, moved, widget_problems = _exercise_widgets(tab)
     finally:
         tab.close()
