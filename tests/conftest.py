@@ -22,8 +22,8 @@ run, on both cores: pytest-xdist's ``-n 2 --dist loadscope``.
   ~300 s stall once seen when the build ran beside nbval.
 - Scheduling (``loadscope``): every test keeps to its module's worker, so an nbval
   notebook's cells run in order in one kernel (``loadgroup`` with a group per
-  notebook split them). The notebooks come first, the longest of them first
-  (``LONGEST``); the book tests last, the pages' classes first among them. `make test` passes ``--no-loadscope-reorder``: by default xdist hands
+  notebook split them). The notebooks, the longest modules, come first; the book
+  tests last. `make test` passes ``--no-loadscope-reorder``: by default xdist hands
   out the modules with the most tests first, whatever this order says, and the book
   tests, started at once, built the book beside nbval (executing every chapter twice).
 """
@@ -264,36 +264,15 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[EARLY_BUILD_ENV] = "1"  # the workers start after this
 
 
-# The longest modules of each kind first, so that the two workers end their notebooks,
-# and then their book tests, at about the same time (a long one handed out last keeps
-# one worker busy while the other waits): a chapter's seconds under nbval as
-# _build/nbval-cached/ recorded them in a fresh clone at ce7d8d2 on a 2-core AMD EPYC
-# (chapter 4 trains the toy model on a machine without it in ~/.cache, 30 s), the
-# longest other modules (their seconds in that run's --durations) and the book tests'
-# classes that open pages. The rest keep their order after them.
-LONGEST = {
-    "07_residual_norm_ffn": 197, "13_where_it_led": 87, "12_real_japanese": 75,
-    "09_training": 45, "04_scaled_dot_product_attention": 40,
-    "10_decoding_and_attention": 39, "01_seq2seq_to_attention": 26, "06_masking": 26,
-    "tests/grading/test_grading.py": 200, "tests/grading/test_grading_class.py": 150,
-    "tests/test_cli.py": 70, "tests/browser/test_spm_js.py": 45,
-    "tests/book/test_pages.py": 1,  # its classes below, the longest book scopes
-}  # fmt: skip
-
-
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    def rank(item: pytest.Item) -> int:  # the notebooks first, the book tests last
+    def rank(item: pytest.Item) -> int:  # the longest first, the book tests last
         if item.get_closest_marker("book"):
             return 2
         return 0 if item.nodeid.split("::")[0].endswith(".ipynb") else 1
 
-    def order(item: pytest.Item) -> tuple[int, float]:
-        path = item.nodeid.split("::")[0]
-        return rank(item), -LONGEST.get(Path(path).stem if rank(item) == 0 else path, 0)
-
-    items.sort(key=order)  # stable: each module keeps its order
+    items.sort(key=rank)  # stable: each module keeps its order
     config.stash[_build_when_notebooks_done_key] = (
         _is_xdist_worker(config)
         and not config.getoption("book_built")

@@ -21,9 +21,8 @@ pages from their files too: their figures drawn, each model widget saying how to
 serve the book). Opening each page once, not once per check, keeps a minute of
 `make test`.
 
-The pages are three classes (the English edition in two halves, the Japanese
-edition): pytest-xdist's ``--dist loadscope`` gives each class its own scope, so the
-two workers share them. The first
+The two editions are two classes: pytest-xdist's ``--dist loadscope`` gives each
+class its own scope, so the two can run on the two workers at once. The first
 screen of each page lands in ``_build/screenshots/`` as a JPEG;
 ``TEDU_FULL_SCREENSHOTS=1`` takes the whole page instead (a second or two a page).
 """
@@ -166,18 +165,8 @@ def check_page(browser, page: str, base: str) -> list[str]:
     return problems
 
 
-# The English pages in two classes, every other page of the toc each: two scopes of
-# pytest-xdist's loadscope, which the two workers can share (a page takes about 20 s
-# there, a Japanese page about 7)
 class TestEnglishEdition:
-    @pytest.mark.parametrize("page", PAGES[0::2])
-    def test_page_works(self, book, browser, served, page):
-        problems = check_page(browser, page, served)
-        assert not problems, f"{page}: " + "; ".join(problems)
-
-
-class TestEnglishEditionContinued:
-    @pytest.mark.parametrize("page", PAGES[1::2])
+    @pytest.mark.parametrize("page", PAGES)
     def test_page_works(self, book, browser, served, page):
         problems = check_page(browser, page, served)
         assert not problems, f"{page}: " + "; ".join(problems)
