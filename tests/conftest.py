@@ -3,16 +3,17 @@
 `make test` runs unit tests, nbval over chapters/ and the book tests in one pytest
 run, on both cores: pytest-xdist's ``-n 2 --dist loadscope``.
 
-- The book build (a subprocess) starts as soon as no worker runs a notebook any
-  more: the last worker to leave its notebooks starts it and goes on with its other
-  tests beside it; by then nbval has run every chapter, and the build executes only
-  what nbval did not run (a chapter that failed), a notebook per core. The book
-  tests come last and wait for it (``_build/book-build.json`` says when it ended and
-  how). With ``--book-early`` (not used by `make test`, see the Makefile) the build
-  starts at once, in xdist's controller. A run with no notebook to run (``-k``, a
-  folder of unit tests and book tests) builds when its first book test needs it,
-  holding a file lock: a worker that needs it too waits on the lock (one build into
-  ``_build``, not one per worker).
+- The first book test starts the book build (a subprocess) and waits for it, once no
+  worker still runs a notebook (each worker says what it is doing under
+  ``_build/workers/``): by then nbval has run every chapter, and the build executes
+  only what nbval did not run (a chapter that failed), a notebook per core. The other
+  worker's unit tests go on beside the build. With
+  ``--book-early`` (not used by `make test`, see the Makefile) the build starts at
+  once, in xdist's controller, and the book tests wait for ``_build/book-build.json``
+  (when it ended and how). Without it, the first worker to need the book builds it,
+  holding a file lock; a worker that needs it too waits on the lock and reads how
+  that build ended from ``_build/book-build.json`` (one build into ``_build``, not
+  one per worker).
 - The build builds into ``_build`` like `make book`, so the jupyter-cache it fills
   makes a later `make book` quick.
 - Kernels start one at a time across processes (a file lock held from the choice of
@@ -48,7 +49,6 @@ BUILD_DIR = ROOT / "_build"
 HTML_DIR = BUILD_DIR / "html"
 BUILD_LOG = BUILD_DIR / "book-build.log"
 BUILD_STATUS = BUILD_DIR / "book-build.json"  # written when an early build ends
-BUILD_STARTED = BUILD_DIR / "book-build.started"  # a process of this run started it
 KERNEL_LOCK = BUILD_DIR / "kernel-start.lock"
 BUILD_LOCK = BUILD_DIR / "book-build.lock"  # held by the worker that builds
 EARLY_BUILD_ENV = "TRANSFORMER_EDU_EARLY_BOOK_BUILD"  # the controller started it
@@ -68,7 +68,6 @@ CHROMIUM_FLAGS = [
 ]
 
 _build_key = pytest.StashKey["BookBuild"]()
-_build_when_notebooks_done_key = pytest.StashKey[bool]()  # see _build_in_background
 _phase_key = pytest.StashKey[str]()  # what this worker last wrote (_set_phase)
 
 
@@ -200,33 +199,6 @@ def _set_phase(config: pytest.Config, phase: str) -> None:
     config.stash[_phase_key] = phase
     WORKERS_DIR.mkdir(parents=True, exist_ok=True)
     (WORKERS_DIR / config.workerinput["workerid"]).write_text(phase)
-    if phase != "notebooks":
-        _build_in_background(config)
-
-
-def _build_in_background(config: pytest.Config) -> None:
-    """Start the book build beside the other tests as soon as no worker runs a
-    notebook any more: the last worker to leave its notebooks starts it and goes on
-    with its tests while it builds; the book tests, which come last, wait for it. (A
-    build started only by the first book test left both cores waiting on it once the
-    tests that are no book tests had run out: about 1.5 minutes of a core in a run
-    on a 2-core AMD EPYC.)
-    Only in a run that has notebooks and book tests to run (a run of unit tests alone
-    builds nothing)."""
-    if not config.stash.get(_build_when_notebooks_done_key, False):
-        return
-    phases = [f.read_text() for f in WORKERS_DIR.glob("*")]  # "": being written
-    busy = [p for p in phases if p not in ("tests", "book", "done")]
-    if busy or len(phases) < config.workerinput["workercount"]:
-        return
-    from filelock import FileLock  # a dependency of torch
-
-    with FileLock(BUILD_LOCK, timeout=BUILD_TIMEOUT_S):
-        if BUILD_STARTED.exists() or BUILD_STATUS.exists():
-            return
-        BUILD_STARTED.write_text(config.workerinput["workerid"])
-        build = config.stash[_build_key] = _start_build()
-    threading.Thread(target=_record_when_done, args=(build,), daemon=True).start()
 
 
 def _wait_for_notebooks(timeout_s: float = BUILD_TIMEOUT_S) -> None:
@@ -256,7 +228,6 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     nbval_cache.reset_stale_cache()  # before any worker writes to the cache
     BUILD_STATUS.unlink(missing_ok=True)  # an earlier run's; this run builds again
-    BUILD_STARTED.unlink(missing_ok=True)
     shutil.rmtree(WORKERS_DIR, ignore_errors=True)  # before the workers start
     if config.getoption("book_early"):
         build = config.stash[_build_key] = _start_build()
@@ -273,13 +244,6 @@ def pytest_collection_modifyitems(
         return 0 if item.nodeid.split("::")[0].endswith(".ipynb") else 1
 
     items.sort(key=rank)  # stable: each module keeps its order
-    config.stash[_build_when_notebooks_done_key] = (
-        _is_xdist_worker(config)
-        and not config.getoption("book_built")
-        and not config.getoption("book_early")
-        and any(rank(i) == 0 for i in items)
-        and any(rank(i) == 2 for i in items)
-    )
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -291,9 +255,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     _set_phase(session.config, "done")
-    build = session.config.stash.get(_build_key, None)
-    if build is not None and exitstatus != pytest.ExitCode.INTERRUPTED:
-        build.wait()  # another worker's book tests may wait for it
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
@@ -315,8 +276,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def book(request: pytest.FixtureRequest) -> BookBuild:
-    """The finished book build: the early one (``--book-early``), the one a worker
-    started when the notebooks were done (``_build_in_background``), or one started
+    """The finished book build: the early one (``--book-early``), or one started
     when the first book test needs it."""
     if request.config.getoption("book_built"):
         return FinishedBuild(returncode=0, elapsed=0.0)
@@ -328,18 +288,13 @@ def book(request: pytest.FixtureRequest) -> BookBuild:
     from filelock import FileLock  # a dependency of torch
 
     BUILD_DIR.mkdir(exist_ok=True)
-    _set_phase(request.config, "book")  # not in "notebooks" while it waits
-    started = request.config.stash.get(_build_key, None)  # by that, in the background
-    if started is not None:
-        return started.wait()
     with FileLock(BUILD_LOCK, timeout=BUILD_TIMEOUT_S):  # one build per run
-        if not (BUILD_STARTED.exists() or BUILD_STATUS.exists()):
-            _wait_for_notebooks()
-            BUILD_STARTED.write_text("this process")
-            build = request.config.stash[_build_key] = _start_build()
-    if build is None:  # another process started it
-        return _wait_for_early_build()
-    _record_when_done(build)
+        if BUILD_STATUS.exists():  # another worker built it while this one waited
+            return FinishedBuild(**json.loads(BUILD_STATUS.read_text()))
+        _set_phase(request.config, "book")  # not in "notebooks" while it waits
+        _wait_for_notebooks()
+        build = request.config.stash[_build_key] = _start_build()
+        _record_when_done(build)
     return build
 
 
