@@ -294,9 +294,10 @@ def build() -> float:
     if out.exists():
         shutil.rmtree(out)
     os.environ["TRANSFORMER_EDU_EDITION"] = LANG  # book_extension reads it
-    # read as the English build reads: a page per core, at most 4 (book/build.py)
-    jobs = int(os.environ.get("BOOK_JOBS") or min(os.cpu_count() or 1, 4))
-    code = _build_sphinx(out, JA_WORK / ".doctrees", "html", JA_CONFIG, jobs)
+    sys.path.insert(0, str(ROOT / "book"))
+    from build import jobs  # as the English build reads: a page per core, at most 4
+
+    code = _build_sphinx(out, JA_WORK / ".doctrees", "html", JA_CONFIG, jobs())
     if code:
         raise SystemExit(f"the Japanese build failed ({code})")
     if JA_HTML.exists():
