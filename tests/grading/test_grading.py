@@ -523,6 +523,49 @@ def test_read_program_keeps_what_the_answers_need_and_drops_run_time_code(tmp_pa
     assert "device = pick()" in codes and "model = train_for_an_hour()" not in codes
 
 
+SLEEPS_ONCE = """\
+import time
+import torch
+_slept = []
+
+def look_ahead_mask(T):
+    if not _slept:  # its first case waits 2.5 s, past the limit, computing nothing
+        _slept.append(True)
+        time.sleep(2.5)
+    return torch.ones(T, T, dtype=torch.bool).tril()
+"""
+
+WAITS_FOR_EVER = """\
+import time
+
+def pad_mask(tokens, pad_idx):
+    time.sleep(3600)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_a_time_limit_counts_cpu_time_and_the_wall_clock_stops_a_wait(tmp_path):
+    """The limit counts the CPU time the student's code uses, so that a busy machine
+    (a slow wall clock) costs no honest student a point: a pause past the limit is
+    no failure. Code that waits for ever is stopped once it has idled 3 × the limit
+    + 5 s, and its verdict says so."""
+    folder, out = tmp_path / "submissions", tmp_path / "grades"
+    subs.write(folder, "waits", subs.with_answers(
+        {"look_ahead_mask": SLEEPS_ONCE, "pad_mask": WAITS_FOR_EVER}))  # fmt: skip
+    start = time.monotonic()
+    make_grade(folder, out, "--time-limit 1 --draw 0")
+    took = time.monotonic() - start
+    rows = read_grades(out)["waits"]
+    assert rows["6.1"]["status"] == "passed", rows["6.1"]
+    waited = rows["6.2"]
+    assert waited["status"] == "timed out", waited
+    assert "time limit of 1 s: it waited" in waited["verdict"]
+    assert "without computing" in waited["verdict"]
+    assert took > 8  # the idle allowance: 3 × 1 s + 5 s
+    after = IDS[IDS.index("6.2") + 1]
+    assert rows[after]["status"] == "not implemented"  # graded after the wait
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 def test_a_grader_killed_outright_leaves_no_student_code_running(tmp_path):
     folder, out = tmp_path / "submissions", tmp_path / "grades"

@@ -77,7 +77,7 @@ from ..exercises.harness import (
     drawn_cases,
 )
 from ..exercises.registry import EXERCISES, Exercise
-from .judge import RunnerGone, Warden, proxy
+from .judge import RunnerGone, Warden, proxy, wall_backstop
 from .mirror import StudentExit
 from .report import Row, table, write_all
 from .submissions import (
@@ -111,7 +111,10 @@ def _row(student: str, ex: Exercise, status: str, verdict: str, **more) -> Row:
 class Limits:
     """What one submission may take: seconds per exercise and per definition loaded,
     seconds for the whole notebook (loading, restarts and checks), restarts of its
-    runner, and characters printed before the grader notes it."""
+    runner, and characters printed before the grader notes it. Seconds are of the CPU
+    time its code uses, so that a busy machine costs no points; code that waits
+    without computing is stopped by the wall clock at ``judge.wall_backstop`` of
+    its limit (3 × the limit + 5 s)."""
 
     time: float = TIME_LIMIT_S
     submission: float = SUBMISSION_LIMIT_S
@@ -120,17 +123,32 @@ class Limits:
 
 
 class _Budget:
-    """The wall-clock budget of one submission."""
+    """The budget of one submission: the CPU time its runners use, with the wall
+    clock as the backstop for code that waits without computing (``judge``)."""
 
     def __init__(self, limits: Limits):
-        self.limits, self.end = limits, time.monotonic() + limits.submission
+        self.limits = limits
+        self.wall_end = time.monotonic() + wall_backstop(limits.submission)
+        self.spent = 0.0  # CPU seconds of the runners that ended
+        self.runner = None  # the one running now
+
+    def start(self, runner) -> None:
+        self.runner = runner
+
+    def stop(self) -> None:
+        if self.runner is not None:
+            self.spent += self.runner.cpu_used() or 0.0
+            self.runner = None
 
     def left(self) -> float:
-        return self.end - time.monotonic()
+        used = self.spent
+        if self.runner is not None:
+            used += self.runner.cpu_used() or 0.0
+        return min(self.limits.submission - used, self.wall_end - time.monotonic())
 
-    def limit(self) -> float:
-        """The next step's limit: the exercise's, or what is left of the budget."""
-        return max(0.01, min(self.limits.time, self.left()))
+    def limit(self, runner) -> None:
+        """Set the runner's next step's limit: the exercise's, or what is left."""
+        runner.set_limit(max(0.01, min(self.limits.time, self.left())), self.wall_end)
 
 
 def grade_submission(sub: Submission, warden: Warden, workdir: Path,
@@ -156,6 +174,7 @@ def grade_submission(sub: Submission, warden: Warden, workdir: Path,
         order = {"snippets": [s.order() for s in snippets], "skip": set(skipped),
                  "output_limit": limits.output}  # fmt: skip
         runner = warden.runner(workdir, order)
+        budget.start(runner)
         try:
             header, _ = runner.read()
             problems = header.get("problems")
@@ -188,6 +207,7 @@ def grade_submission(sub: Submission, warden: Warden, workdir: Path,
                 pending = []
         finally:
             runner.end(kill=True)
+            budget.stop()
     for ex in pending:
         if budget.left() <= 0:
             why = (f"the grader's {limits.submission:g} s for the whole notebook ran "
@@ -221,7 +241,7 @@ def _load(runner, snippets: list[Snippet], skipped: dict, load_notes: dict,
             continue
         runner.phase = f"while loading {snippet.label}"
         try:
-            runner.set_limit(budget.limit())
+            budget.limit(runner)
             runner.read()  # "loading i"
             header, _ = runner.read()  # "loaded i"
         except RunnerGone as gone:
@@ -238,7 +258,7 @@ def _check(runner, ex: Exercise, student: str, snippets: list[Snippet],
            skipped: dict, load_notes: dict, budget: _Budget,
            draw: int = 0) -> Row:  # fmt: skip
     runner.phase = f"while checking exercise {ex.id}"
-    runner.set_limit(budget.limit())
+    budget.limit(runner)
     runner.sets_used, runner.printed, runner.calls = set(), 0, 0
     try:
         fn = proxy(runner, ex.name)
@@ -257,7 +277,7 @@ def _check(runner, ex: Exercise, student: str, snippets: list[Snippet],
         with count_every_case():
             result = CHECKERS[ex.checker](fn, quiet=True, **kwargs)
             if draw and result.cases_passed:  # the fixed cases left points to lose
-                runner.set_limit(budget.limit())
+                budget.limit(runner)
                 with drawn_cases(draw):
                     again = CHECKERS[ex.checker](fn, quiet=True, **kwargs)
                     result = _weaker(result, again)
@@ -389,10 +409,11 @@ def main(argv: list[str] | None = None) -> int:
         "--out", type=Path, default=Path("grades"), help="output folder"
     )
     parser.add_argument("--time-limit", type=float, default=TIME_LIMIT_S,
-                        help="seconds per exercise (each of its two passes), and per "
-                        "definition loaded")  # fmt: skip
+                        help="CPU seconds per exercise (each of its two passes), and per "
+                        "definition loaded (code that waits is stopped at 3 × this "
+                        "+ 5 s on the wall clock)")  # fmt: skip
     parser.add_argument("--submission-limit", type=float, default=SUBMISSION_LIMIT_S,
-                        help="seconds for one notebook, everything included")  # fmt: skip
+                        help="CPU seconds for one notebook, everything included")  # fmt: skip
     parser.add_argument("--draw", type=int, default=None,
                         help="the number the run's drawn cases come from (default: "
                         "a new secret one; 0: only the fixed cases), to grade "

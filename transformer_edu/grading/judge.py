@@ -28,12 +28,53 @@ from . import mirror, wire
 from .doors import REPOSITORY
 
 STARTUP_S = 180.0  # for the warden to start and import torch, before any student code
+# A time limit counts the CPU time the runner uses (every thread of it), so that a
+# busy machine costs no student a point. A runner that waits without computing (it
+# sleeps, or blocks) is stopped once it has idled, while the judge waited for its
+# answer, this many times the limit and this many seconds more; time it spent ready to
+# run but waiting for a free core (the kernel's run-queue delay) is not idling.
+WALL_FACTOR, WALL_EXTRA_S = 3.0, 5.0
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_CORES = os.cpu_count() or 1
 FILE_LIMIT = 16 << 20  # bytes a runner may write into one file of its folder
 FILES_LIMIT = 64  # files (and folders) it may make there: at most 1 GiB in all
 MEMORY_LIMIT = 4 << 30  # bytes of data (heap, private mappings) a runner may hold
 _NO_SECCOMP = "TRANSFORMER_EDU_GRADING_TEST_NO_SECCOMP"  # tests of the warden only
 _KINDS = ("missing", "class", "function", "value")
 _RNG_BYTES = torch.get_rng_state().numel()
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """The CPU time, user and system, that process ``pid`` has used in all its
+    threads; None where ``/proc`` does not tell (not Linux, or the process ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[-1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def queue_seconds(pid: int) -> float:
+    """The time the threads of process ``pid`` have spent ready to run while every
+    core was busy (``/proc/<pid>/task/*/schedstat``'s run delay; 0 where unknown)."""
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat", "rb") as f:
+                total += int(f.read().split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 1e9
+
+
+def wall_backstop(seconds: float) -> float:
+    """How long a step with a limit of ``seconds`` may idle (on the wall clock)."""
+    return WALL_FACTOR * seconds + WALL_EXTRA_S
 
 
 class RunnerGone(BaseException):
@@ -164,8 +205,12 @@ class Runner:
         self.reader = wire.Reader(from_runner, key)
         self.from_runner = from_runner
         self.alive = True
-        self.deadline = time.monotonic() + STARTUP_S
-        self.limit = STARTUP_S
+        self.limit = STARTUP_S  # on the wall clock: the grader's start, not the code
+        self.deadline: float | None = time.monotonic() + STARTUP_S  # a wall-clock end
+        self.start: tuple[float, float] | None = None  # CPU, queue when the step began
+        self.waited = 0.0  # wall seconds the judge has waited for answers in the step
+        self._asked = time.monotonic()  # when the judge began to wait for this answer
+        self.cpu_spent = 0.0  # CPU seconds it had used when it ended
         self.phase = "starting"
         self.hits: list[tuple] = []
         self.reported = 0  # hits read so far
@@ -178,17 +223,60 @@ class Runner:
             0  # characters the student's code printed (and the runner dropped)
         )
 
-    def set_limit(self, seconds: float) -> None:
-        self.limit, self.deadline = seconds, time.monotonic() + seconds
+    def set_limit(self, seconds: float, wall_end: float | None = None) -> None:
+        """The next step's limit: ``seconds`` of the runner's CPU time, and as much
+        idling (``wall_backstop``); ended at ``wall_end`` on the wall clock in any
+        case. Where ``/proc`` cannot tell, ``seconds`` on the wall clock."""
+        now = time.monotonic()
+        cpu = self.cpu_used()
+        self.limit, self.waited, self.deadline = seconds, 0.0, wall_end
+        self.start = None if cpu is None else (cpu, queue_seconds(self.pid))
+        if self.start is None:
+            self.deadline = min(wall_end or now + seconds, now + seconds)
+
+    def cpu_used(self) -> float | None:
+        """The CPU seconds this runner has used so far (None where unknown)."""
+        return cpu_seconds(self.pid) if self.alive else self.cpu_spent
+
+    def _spent(self, now: float) -> tuple[float, float] | None:
+        """(CPU seconds, idle seconds) of the step so far; None where unknown."""
+        cpu = self.cpu_used() if self.start is not None else None
+        if cpu is None:
+            return None
+        used = cpu - self.start[0]
+        queued = queue_seconds(self.pid) - self.start[1]
+        return used, self.waited + (now - self._asked) - used - queued
+
+    def _wait(self) -> float:
+        """How long to wait yet for the answer: no longer than it would take the
+        runner to use the rest of its CPU time, or to idle its allowance."""
+        now = time.monotonic()
+        left = float("inf") if self.deadline is None else self.deadline - now
+        if self.start is None:
+            return max(left, 0.0)
+        # no need to read /proc before the code could have used its limit on every core
+        soonest = self.limit / _CORES - (self.waited + now - self._asked)
+        if soonest > 0:
+            return max(min(left, soonest), 0.0)
+        spent = self._spent(now)
+        if spent is not None:
+            used, idle = spent
+            left = min(left, self.limit - used, wall_backstop(self.limit) - idle)
+        return max(left, 0.0)
 
     def read(self) -> tuple[dict, Any]:
+        self._asked = time.monotonic()
         try:
-            header, hits, value = self.reader.read(self.deadline)
+            header, hits, value = self.reader.read(self._wait)
         except TimeoutError:
+            spent = self._spent(time.monotonic())
             self.end(kill=True)
-            raise RunnerGone(
-                f"ran past the time limit of {self.limit:g} s", "timed out"
-            ) from None
+            why = f"ran past the time limit of {self.limit:g} s"
+            if spent is not None and spent[0] < self.limit \
+                    and spent[1] >= wall_backstop(self.limit):  # fmt: skip
+                why += (f": it waited {spent[1]:.0f} s without computing (it used "
+                        f"{spent[0]:.1f} s of CPU time)")  # fmt: skip
+            raise RunnerGone(why, "timed out") from None
         except EOFError:
             code = self.end(kill=False)
             raise RunnerGone(
@@ -199,6 +287,8 @@ class Runner:
             raise RunnerGone(
                 f"wrote to the grader's channel itself ({e})", "error"
             ) from None
+        finally:
+            self.waited += time.monotonic() - self._asked
         if type(header) is not dict or type(header.get("status")) is not str:
             self.end(kill=True)
             raise RunnerGone("answered the grader with something that is not an "
@@ -289,6 +379,7 @@ class Runner:
     def end(self, kill: bool) -> int:
         """Stop the runner (or let it end) and reap it: its exit code."""
         if self.alive:
+            self.cpu_spent = cpu_seconds(self.pid) or 0.0
             self.alive = False
             if not kill:
                 try:

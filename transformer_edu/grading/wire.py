@@ -18,7 +18,7 @@ import io
 import os
 import select
 import struct
-import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -60,14 +60,15 @@ class Reader:
     def __init__(self, fd: int, key: bytes):
         self.fd, self.key, self.buffer, self.seq = fd, key, b"", 0
 
-    def read(self, deadline: float) -> tuple[dict, list, Any]:
+    def read(self, wait: Callable[[], float]) -> tuple[dict, list, Any]:
         """The next answer's header, the references called so far and the decoded
-        blob. Raises TimeoutError past the deadline, EOFError when the runner ended,
+        blob. ``wait()`` says how long to wait yet (asked again each time that runs
+        out); raises TimeoutError once it says 0, EOFError when the runner ended,
         Tampered for a forged answer."""
-        size = struct.unpack(">I", self._take(4, deadline))[0]
+        size = struct.unpack(">I", self._take(4, wait))[0]
         if size < 16 + TAG or size > 1 << 30:
             raise Tampered(f"an answer of {size} bytes")
-        message = self._take(size, deadline)
+        message = self._take(size, wait)
         body, tag = message[:-TAG], message[-TAG:]
         if not hmac.compare_digest(hmac.digest(self.key, body, "sha256"), tag):
             raise Tampered("an answer the runner did not sign")
@@ -88,12 +89,14 @@ class Reader:
                 value = {"__opaque__": "an object the grader cannot read"}
         return header, hits, value
 
-    def _take(self, n: int, deadline: float) -> bytes:
+    def _take(self, n: int, wait: Callable[[], float]) -> bytes:
         while len(self.buffer) < n:
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([self.fd], [], [], max(left, 0))
-            if not ready:
+            left = wait()
+            if left <= 0:
                 raise TimeoutError
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if not ready:
+                continue  # ask wait() again
             chunk = os.read(self.fd, 1 << 20)
             if not chunk:
                 raise EOFError("the runner ended")
