@@ -106,7 +106,7 @@ def test_japanese_is_text_in_an_embedded_japanese_font(printed):
         "私は太郎です",
         "スケール化ドット積アテンション",
         "用語集",
-        "文が長く",
+        "同じ小さな式を実行する",  # chapter 4, its first sentence
     ):
         assert words in text.replace(" ", ""), words
     # and as written, not only after NFKC: no kanji came out as its radical (⽬ for
