@@ -77,7 +77,7 @@ from ..exercises.harness import (
     drawn_cases,
 )
 from ..exercises.registry import EXERCISES, Exercise
-from .judge import RunnerGone, Warden, proxy, wall_backstop
+from .judge import RunnerGone, Warden, allowance, proxy
 from .mirror import StudentExit
 from .report import Row, table, write_all
 from .submissions import (
@@ -112,9 +112,11 @@ class Limits:
     """What one submission may take: seconds per exercise and per definition loaded,
     seconds for the whole notebook (loading, restarts and checks), restarts of its
     runner, and characters printed before the grader notes it. Seconds are of the CPU
-    time its code uses, so that a busy machine costs no points; code that waits
-    without computing is stopped by the wall clock at ``judge.wall_backstop`` of
-    its limit (3 × the limit + 5 s)."""
+    time its code uses, so that a busy machine costs no points. Code that waits
+    without computing is stopped once it has idled ``judge.allowance`` of its limit
+    (3 × the limit + 5 s; time spent ready to run while every core was busy is not
+    idling), and a submission ends after that allowance of its budget on the wall
+    clock."""
 
     time: float = TIME_LIMIT_S
     submission: float = SUBMISSION_LIMIT_S
@@ -128,7 +130,7 @@ class _Budget:
 
     def __init__(self, limits: Limits):
         self.limits = limits
-        self.wall_end = time.monotonic() + wall_backstop(limits.submission)
+        self.wall_end = time.monotonic() + allowance(limits.submission)
         self.spent = 0.0  # CPU seconds of the runners that ended
         self.runner = None  # the one running now
 

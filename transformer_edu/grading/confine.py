@@ -72,6 +72,19 @@ def become_subreaper() -> str | None:
     return _prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
+def proc_stat(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (which may hold
+    spaces and parentheses): ``[0]`` the state, ``[1]`` the parent's pid, ``[11]`` and
+    ``[12]`` the user and system CPU time in clock ticks. None where ``/proc`` does
+    not tell (not Linux, or the process ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[-1].split()
+
+
 def children(pid: int | None = None) -> list[int]:
     """The pids whose parent is ``pid`` (this process by default), from /proc."""
     pid = os.getpid() if pid is None else pid
@@ -83,13 +96,8 @@ def children(pid: int | None = None) -> list[int]:
     for entry in entries:
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read().decode("ascii", "replace")
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[-1].split()
-        if len(fields) > 1 and fields[1] == str(pid):
+        fields = proc_stat(entry)
+        if fields is not None and len(fields) > 1 and fields[1] == str(pid):
             found.append(int(entry))
     return found
 

@@ -25,6 +25,7 @@ import torch
 
 from ..exercises import harness
 from . import mirror, wire
+from .confine import proc_stat
 from .doors import REPOSITORY
 
 STARTUP_S = 180.0  # for the warden to start and import torch, before any student code
@@ -47,11 +48,10 @@ _RNG_BYTES = torch.get_rng_state().numel()
 def cpu_seconds(pid: int) -> float | None:
     """The CPU time, user and system, that process ``pid`` has used in all its
     threads; None where ``/proc`` does not tell (not Linux, or the process ended)."""
+    fields = proc_stat(pid)
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[-1].split()
         return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
-    except (OSError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError):
         return None
 
 
@@ -72,8 +72,10 @@ def queue_seconds(pid: int) -> float:
     return total / 1e9
 
 
-def wall_backstop(seconds: float) -> float:
-    """How long a step with a limit of ``seconds`` may idle (on the wall clock)."""
+def allowance(seconds: float) -> float:
+    """The wall-clock allowance of a limit of ``seconds`` of CPU time: how long a step
+    may idle (wall time waited, less CPU time, less run-queue delay), and how long a
+    whole submission may run on the wall clock."""
     return WALL_FACTOR * seconds + WALL_EXTRA_S
 
 
@@ -225,7 +227,7 @@ class Runner:
 
     def set_limit(self, seconds: float, wall_end: float | None = None) -> None:
         """The next step's limit: ``seconds`` of the runner's CPU time, and as much
-        idling (``wall_backstop``); ended at ``wall_end`` on the wall clock in any
+        idling (``allowance``); ended at ``wall_end`` on the wall clock in any
         case. Where ``/proc`` cannot tell, ``seconds`` on the wall clock."""
         now = time.monotonic()
         cpu = self.cpu_used()
@@ -261,7 +263,7 @@ class Runner:
         spent = self._spent(now)
         if spent is not None:
             used, idle = spent
-            left = min(left, self.limit - used, wall_backstop(self.limit) - idle)
+            left = min(left, self.limit - used, allowance(self.limit) - idle)
         return max(left, 0.0)
 
     def read(self) -> tuple[dict, Any]:
@@ -273,7 +275,7 @@ class Runner:
             self.end(kill=True)
             why = f"ran past the time limit of {self.limit:g} s"
             if spent is not None and spent[0] < self.limit \
-                    and spent[1] >= wall_backstop(self.limit):  # fmt: skip
+                    and spent[1] >= allowance(self.limit):  # fmt: skip
                 why += (f": it waited {spent[1]:.0f} s without computing (it used "
                         f"{spent[0]:.1f} s of CPU time)")  # fmt: skip
             raise RunnerGone(why, "timed out") from None
