@@ -78,7 +78,7 @@ translations: $(STAMP) $(NPM_STAMP)
 # processes of two threads each on two cores slow small models many-fold.
 test: lint $(NPM_STAMP) $(CHROMIUM)
 	$(VENV_PATH) CHROMIUM=$(CHROMIUM) OMP_NUM_THREADS=1 $(PY) -m pytest tests chapters $(STUDENT_RUN) --nbval-lax --nbval-current-env \
-	  --nbval-cell-timeout=300 -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
+	  --nbval-cell-timeout=600 -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
 
 STUDENT_RUN := student/11_exercises.ipynb student/ja/11_exercises.ipynb
 LINTED := transformer_edu tests book scripts chapters student

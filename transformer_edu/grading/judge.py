@@ -34,7 +34,7 @@ STARTUP_S = 180.0  # for the warden to start and import torch, before any studen
 # sleeps, or blocks) is stopped once it has idled, while the judge waited for its
 # answer, this many times the limit and this many seconds more; time it spent ready to
 # run but waiting for a free core (the kernel's run-queue delay) is not idling.
-WALL_FACTOR, WALL_EXTRA_S = 3.0, 5.0
+IDLE_FACTOR, IDLE_EXTRA_S = 3.0, 5.0
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _CORES = os.cpu_count() or 1
 FILE_LIMIT = 16 << 20  # bytes a runner may write into one file of its folder
@@ -49,9 +49,11 @@ def cpu_seconds(pid: int) -> float | None:
     """The CPU time, user and system, that process ``pid`` has used in all its
     threads; None where ``/proc`` does not tell (not Linux, or the process ended)."""
     fields = proc_stat(pid)
+    if fields is None:
+        return None
     try:
         return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
-    except (TypeError, ValueError, IndexError):
+    except (ValueError, IndexError):  # a /proc/<pid>/stat this code does not know
         return None
 
 
@@ -76,7 +78,7 @@ def allowance(seconds: float) -> float:
     """The wall-clock allowance of a limit of ``seconds`` of CPU time: how long a step
     may idle (wall time waited, less CPU time, less run-queue delay), and how long a
     whole submission may run on the wall clock."""
-    return WALL_FACTOR * seconds + WALL_EXTRA_S
+    return IDLE_FACTOR * seconds + IDLE_EXTRA_S
 
 
 class RunnerGone(BaseException):
@@ -226,8 +228,8 @@ class Runner:
         )
 
     def set_limit(self, seconds: float, wall_end: float | None = None) -> None:
-        """The next step's limit: ``seconds`` of the runner's CPU time, and as much
-        idling (``allowance``); ended at ``wall_end`` on the wall clock in any
+        """The next step's limit: ``seconds`` of the runner's CPU time, and idling up
+        to ``allowance(seconds)``; ended at ``wall_end`` on the wall clock in any
         case. Where ``/proc`` cannot tell, ``seconds`` on the wall clock."""
         now = time.monotonic()
         cpu = self.cpu_used()
