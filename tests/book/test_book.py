@@ -511,23 +511,29 @@ def _move_slider(tab, fig, i, k, slider) -> list[str]:
     far = n - 1 if home != n - 1 else 0
     group = fig.locator(".slider-group").nth(k)
     rail = group.locator(".slider-rail-touch-rect")
-    rail.scroll_into_view_if_needed()
-    box = rail.bounding_box()
-    y = box["y"] + box["height"] / 2
     ticks = group.locator(".slider-tick-rect")
 
-    def tick_x(step):
-        if ticks.count() != n:  # no tick per step: the rail's ends
-            return box["x"] + (box["width"] - 2 if step else 2)
-        t = ticks.nth(step).bounding_box()
-        return t["x"] + t["width"] / 2
+    def click(step, picture, same) -> bool:
+        # twice at most: on a loaded machine the page can be laid out again (a figure
+        # above drawn late) between reading the rail's place and the click, which then
+        # misses; the place is read again before each click
+        for _ in range(2):
+            rail.scroll_into_view_if_needed()
+            box = rail.bounding_box()
+            if ticks.count() != n:  # no tick per step: the rail's ends
+                x = box["x"] + (box["width"] - 2 if step else 2)
+            else:
+                t = ticks.nth(step).bounding_box()
+                x = t["x"] + t["width"] / 2
+            tab.mouse.click(x, box["y"] + box["height"] / 2)
+            if _settle(tab, i, "sliders", k, step, picture, same=same):
+                return True
+        return False
 
     start = _picture(tab, i)
-    tab.mouse.click(tick_x(far), y)
-    moved = _settle(tab, i, "sliders", k, far, start, same=False)
+    moved = click(far, start, same=False)
     end = _picture(tab, i)
-    tab.mouse.click(tick_x(home), y)
-    back = _settle(tab, i, "sliders", k, home, start, same=True)
+    back = click(home, start, same=True)
     again = _picture(tab, i)
     if not (moved and back):
         return [f"figure {i}: slider {k + 1} did not move"]

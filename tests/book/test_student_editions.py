@@ -16,7 +16,10 @@ import student_edition  # book/ is on pythonpath
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "chapters").glob("[01][0-9]*_*.ipynb"))  # 12b too
-ITEM = re.compile(r"^(?:## Exercises\s+)?(\d+)\. ", re.S)  # an exercise's text cell
+# an exercise's text cell; the first of the harder ones opens their going-deeper section
+ITEM = re.compile(
+    r"^(?:## Exercises\s+)?(?:### Going deeper:[^\n]*\n+\*[^\n]*\*\s+)?(\d+)\. ", re.S
+)
 
 
 def _has_exercises(path: Path) -> bool:
